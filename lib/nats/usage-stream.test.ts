@@ -1,0 +1,78 @@
+import { create } from "@bufbuild/protobuf";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SettleRequestSchema, UsageKind, type SettleRequest } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { startNatsServer, type NatsServerHandle } from "../../test/nats/nats-server.js";
+import { ensureUsageStream, natsUsageSink, startUsageConsumer } from "./usage-stream.js";
+
+const logger = pino({ level: "silent" });
+let server: NatsServerHandle;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+  await ensureUsageStream(nc);
+});
+afterAll(async () => {
+  await nc?.drain();
+  await server?.dispose();
+});
+
+const event = (requestId: string, completionTokens: number): SettleRequest =>
+  create(SettleRequestSchema, {
+    keyId: "key_1",
+    requestId,
+    kind: UsageKind.TEXT,
+    usage: { promptTokens: 10n, completionTokens: BigInt(completionTokens) },
+  });
+
+async function until(check: () => boolean, ms = 5_000) {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("usage stream", () => {
+  it("delivers each request id once, even when published twice", async () => {
+    const seen: string[] = [];
+    const consumer = startUsageConsumer(nc, async (e) => void seen.push(e.requestId), logger);
+    const sink = natsUsageSink(nc);
+    await sink.publish(event("req-a", 5));
+    await sink.publish(event("req-a", 5));
+    await sink.publish(event("req-b", 7));
+    await until(() => seen.length >= 2);
+    await new Promise((r) => setTimeout(r, 300));
+    await consumer.stop();
+    expect(seen.sort()).toEqual(["req-a", "req-b"]);
+  });
+
+  it("redelivers an event whose settlement failed, and acks it once settled", async () => {
+    let attempts = 0;
+    const settled: SettleRequest[] = [];
+    const consumer = startUsageConsumer(
+      nc,
+      async (e) => {
+        attempts += 1;
+        if (attempts === 1) throw new Error("accounting store unavailable");
+        settled.push(e);
+      },
+      logger,
+    );
+    await natsUsageSink(nc).publish(event("req-c", 3));
+    await until(() => settled.length === 1);
+    await consumer.stop();
+    expect(attempts).toBe(2);
+    expect(settled[0]!.usage!.completionTokens).toBe(3n);
+
+    // Nothing is left for a second consumer: the acked event is gone from the work queue.
+    const again: string[] = [];
+    const second = startUsageConsumer(nc, async (e) => void again.push(e.requestId), logger);
+    await new Promise((r) => setTimeout(r, 500));
+    await second.stop();
+    expect(again).toEqual([]);
+  });
+});
