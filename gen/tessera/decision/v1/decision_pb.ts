@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tessera/decision/v1/decision.proto.
  */
 export const file_tessera_decision_v1_decision: GenFile = /*@__PURE__*/
-  fileDesc("CiJ0ZXNzZXJhL2RlY2lzaW9uL3YxL2RlY2lzaW9uLnByb3RvEhN0ZXNzZXJhLmRlY2lzaW9uLnYxInMKDE5vdWxDcml0ZXJpYRIwChB0cnVlX2Rlc2NyaXB0aW9uGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEjEKEWZhbHNlX2Rlc2NyaXB0aW9uGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkkKDENob2ljZU9wdGlvbhIMCgRuYW1lGAEgASgJEisKC2Rlc2NyaXB0aW9uGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkQKDkNob2ljZUNyaXRlcmlhEjIKB29wdGlvbnMYASADKAsyIS50ZXNzZXJhLmRlY2lzaW9uLnYxLkNob2ljZU9wdGlvbiIfCg1TY29yZUNyaXRlcmlhEg4KBmxldmVscxgBIAMoCSKUAgoIUXVlc3Rpb24SLwoEdHlwZRgBIAEoDjIhLnRlc3NlcmEuZGVjaXNpb24udjEuUXVlc3Rpb25UeXBlEiwKDGluc3RydWN0aW9ucxgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIxCgRub3VsGAMgASgLMiEudGVzc2VyYS5kZWNpc2lvbi52MS5Ob3VsQ3JpdGVyaWFIABI1CgZjaG9pY2UYBCABKAsyIy50ZXNzZXJhLmRlY2lzaW9uLnYxLkNob2ljZUNyaXRlcmlhSAASMwoFc2NvcmUYBSABKAsyIi50ZXNzZXJhLmRlY2lzaW9uLnYxLlNjb3JlQ3JpdGVyaWFIAEIKCghjcml0ZXJpYSLwAQoNRGVjaWRlUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEiUKBXN0YXRlGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEkQKCXF1ZXN0aW9ucxgEIAMoCzIxLnRlc3NlcmEuZGVjaXNpb24udjEuRGVjaWRlUmVxdWVzdC5RdWVzdGlvbnNFbnRyeRpPCg5RdWVzdGlvbnNFbnRyeRILCgNrZXkYASABKAkSLAoFdmFsdWUYAiABKAsyHS50ZXNzZXJhLmRlY2lzaW9uLnYxLlF1ZXN0aW9uOgI4ASIhCgpOb3VsQW5zd2VyEhMKC3Byb2JhYmlsaXR5GAEgASgBIjgKEU9wdGlvblByb2JhYmlsaXR5Eg4KBm9wdGlvbhgBIAEoCRITCgtwcm9iYWJpbGl0eRgCIAEoASJxCgxDaG9pY2VBbnN3ZXISDgoGY2hvaWNlGAEgASgJEj0KDXByb2JhYmlsaXRpZXMYAiADKAsyJi50ZXNzZXJhLmRlY2lzaW9uLnYxLk9wdGlvblByb2JhYmlsaXR5EhIKCmNvbmZpZGVuY2UYAyABKAEiVwoLU2NvcmVBbnN3ZXISDQoFc2NvcmUYASABKAESDgoGbGVnZW5kGAIgAygJEhUKDXByb2JhYmlsaXRpZXMYAyADKAESEgoKY29uZmlkZW5jZRgEIAEoASLcAQoGQW5zd2VyEi8KBHR5cGUYASABKA4yIS50ZXNzZXJhLmRlY2lzaW9uLnYxLlF1ZXN0aW9uVHlwZRIvCgRub3VsGAIgASgLMh8udGVzc2VyYS5kZWNpc2lvbi52MS5Ob3VsQW5zd2VySAASMwoGY2hvaWNlGAMgASgLMiEudGVzc2VyYS5kZWNpc2lvbi52MS5DaG9pY2VBbnN3ZXJIABIxCgVzY29yZRgEIAEoCzIgLnRlc3NlcmEuZGVjaXNpb24udjEuU2NvcmVBbnN3ZXJIAEIICgZyZXN1bHQiPAoNRGVjaXNpb25Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKA0SFQoNb3V0cHV0X3Rva2VucxgCIAEoDSLiAQoORGVjaWRlUmVzcG9uc2USDQoFbW9kZWwYASABKAkSQQoHYW5zd2VycxgCIAMoCzIwLnRlc3NlcmEuZGVjaXNpb24udjEuRGVjaWRlUmVzcG9uc2UuQW5zd2Vyc0VudHJ5EjEKBXVzYWdlGAMgASgLMiIudGVzc2VyYS5kZWNpc2lvbi52MS5EZWNpc2lvblVzYWdlGksKDEFuc3dlcnNFbnRyeRILCgNrZXkYASABKAkSKgoFdmFsdWUYAiABKAsyGy50ZXNzZXJhLmRlY2lzaW9uLnYxLkFuc3dlcjoCOAEiOAoORmllbGRWaW9sYXRpb24SCwoDbG9jGAEgAygJEgsKA21zZxgCIAEoCRIMCgR0eXBlGAMgASgJIkwKEVZhbGlkYXRpb25GYWlsdXJlEjcKCnZpb2xhdGlvbnMYASADKAsyIy50ZXNzZXJhLmRlY2lzaW9uLnYxLkZpZWxkVmlvbGF0aW9uKngKDFF1ZXN0aW9uVHlwZRIdChlRVUVTVElPTl9UWVBFX1VOU1BFQ0lGSUVEEAASFgoSUVVFU1RJT05fVFlQRV9OT1VMEAESGAoUUVVFU1RJT05fVFlQRV9DSE9JQ0UQAhIXChNRVUVTVElPTl9UWVBFX1NDT1JFEAMyZAoPRGVjaXNpb25TZXJ2aWNlElEKBkRlY2lkZRIiLnRlc3NlcmEuZGVjaXNpb24udjEuRGVjaWRlUmVxdWVzdBojLnRlc3NlcmEuZGVjaXNpb24udjEuRGVjaWRlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("CiJ0ZXNzZXJhL2RlY2lzaW9uL3YxL2RlY2lzaW9uLnByb3RvEhN0ZXNzZXJhLmRlY2lzaW9uLnYxInMKDE5vdWxDcml0ZXJpYRIwChB0cnVlX2Rlc2NyaXB0aW9uGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEjEKEWZhbHNlX2Rlc2NyaXB0aW9uGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkkKDENob2ljZU9wdGlvbhIMCgRuYW1lGAEgASgJEisKC2Rlc2NyaXB0aW9uGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkQKDkNob2ljZUNyaXRlcmlhEjIKB29wdGlvbnMYASADKAsyIS50ZXNzZXJhLmRlY2lzaW9uLnYxLkNob2ljZU9wdGlvbiIfCg1TY29yZUNyaXRlcmlhEg4KBmxldmVscxgBIAMoCSKUAgoIUXVlc3Rpb24SLwoEdHlwZRgBIAEoDjIhLnRlc3NlcmEuZGVjaXNpb24udjEuUXVlc3Rpb25UeXBlEiwKDGluc3RydWN0aW9ucxgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIxCgRub3VsGAMgASgLMiEudGVzc2VyYS5kZWNpc2lvbi52MS5Ob3VsQ3JpdGVyaWFIABI1CgZjaG9pY2UYBCABKAsyIy50ZXNzZXJhLmRlY2lzaW9uLnYxLkNob2ljZUNyaXRlcmlhSAASMwoFc2NvcmUYBSABKAsyIi50ZXNzZXJhLmRlY2lzaW9uLnYxLlNjb3JlQ3JpdGVyaWFIAEIKCghjcml0ZXJpYSKwAgoNRGVjaWRlUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEiUKBXN0YXRlGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEkQKCXF1ZXN0aW9ucxgEIAMoCzIxLnRlc3NlcmEuZGVjaXNpb24udjEuRGVjaWRlUmVxdWVzdC5RdWVzdGlvbnNFbnRyeRI+Cg1xdWVzdGlvbl9saXN0GAUgAygLMicudGVzc2VyYS5kZWNpc2lvbi52MS5JZGVudGlmaWVkUXVlc3Rpb24aTwoOUXVlc3Rpb25zRW50cnkSCwoDa2V5GAEgASgJEiwKBXZhbHVlGAIgASgLMh0udGVzc2VyYS5kZWNpc2lvbi52MS5RdWVzdGlvbjoCOAEiUQoSSWRlbnRpZmllZFF1ZXN0aW9uEgoKAmlkGAEgASgJEi8KCHF1ZXN0aW9uGAIgASgLMh0udGVzc2VyYS5kZWNpc2lvbi52MS5RdWVzdGlvbiIhCgpOb3VsQW5zd2VyEhMKC3Byb2JhYmlsaXR5GAEgASgBIjgKEU9wdGlvblByb2JhYmlsaXR5Eg4KBm9wdGlvbhgBIAEoCRITCgtwcm9iYWJpbGl0eRgCIAEoASJxCgxDaG9pY2VBbnN3ZXISDgoGY2hvaWNlGAEgASgJEj0KDXByb2JhYmlsaXRpZXMYAiADKAsyJi50ZXNzZXJhLmRlY2lzaW9uLnYxLk9wdGlvblByb2JhYmlsaXR5EhIKCmNvbmZpZGVuY2UYAyABKAEiVwoLU2NvcmVBbnN3ZXISDQoFc2NvcmUYASABKAESDgoGbGVnZW5kGAIgAygJEhUKDXByb2JhYmlsaXRpZXMYAyADKAESEgoKY29uZmlkZW5jZRgEIAEoASLcAQoGQW5zd2VyEi8KBHR5cGUYASABKA4yIS50ZXNzZXJhLmRlY2lzaW9uLnYxLlF1ZXN0aW9uVHlwZRIvCgRub3VsGAIgASgLMh8udGVzc2VyYS5kZWNpc2lvbi52MS5Ob3VsQW5zd2VySAASMwoGY2hvaWNlGAMgASgLMiEudGVzc2VyYS5kZWNpc2lvbi52MS5DaG9pY2VBbnN3ZXJIABIxCgVzY29yZRgEIAEoCzIgLnRlc3NlcmEuZGVjaXNpb24udjEuU2NvcmVBbnN3ZXJIAEIICgZyZXN1bHQiPAoNRGVjaXNpb25Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKA0SFQoNb3V0cHV0X3Rva2VucxgCIAEoDSKeAgoORGVjaWRlUmVzcG9uc2USDQoFbW9kZWwYASABKAkSQQoHYW5zd2VycxgCIAMoCzIwLnRlc3NlcmEuZGVjaXNpb24udjEuRGVjaWRlUmVzcG9uc2UuQW5zd2Vyc0VudHJ5EjEKBXVzYWdlGAMgASgLMiIudGVzc2VyYS5kZWNpc2lvbi52MS5EZWNpc2lvblVzYWdlEjoKC2Fuc3dlcl9saXN0GAQgAygLMiUudGVzc2VyYS5kZWNpc2lvbi52MS5JZGVudGlmaWVkQW5zd2VyGksKDEFuc3dlcnNFbnRyeRILCgNrZXkYASABKAkSKgoFdmFsdWUYAiABKAsyGy50ZXNzZXJhLmRlY2lzaW9uLnYxLkFuc3dlcjoCOAEiSwoQSWRlbnRpZmllZEFuc3dlchIKCgJpZBgBIAEoCRIrCgZhbnN3ZXIYAiABKAsyGy50ZXNzZXJhLmRlY2lzaW9uLnYxLkFuc3dlciI4Cg5GaWVsZFZpb2xhdGlvbhILCgNsb2MYASADKAkSCwoDbXNnGAIgASgJEgwKBHR5cGUYAyABKAkiTAoRVmFsaWRhdGlvbkZhaWx1cmUSNwoKdmlvbGF0aW9ucxgBIAMoCzIjLnRlc3NlcmEuZGVjaXNpb24udjEuRmllbGRWaW9sYXRpb24qeAoMUXVlc3Rpb25UeXBlEh0KGVFVRVNUSU9OX1RZUEVfVU5TUEVDSUZJRUQQABIWChJRVUVTVElPTl9UWVBFX05PVUwQARIYChRRVUVTVElPTl9UWVBFX0NIT0lDRRACEhcKE1FVRVNUSU9OX1RZUEVfU0NPUkUQAzJkCg9EZWNpc2lvblNlcnZpY2USUQoGRGVjaWRlEiIudGVzc2VyYS5kZWNpc2lvbi52MS5EZWNpZGVSZXF1ZXN0GiMudGVzc2VyYS5kZWNpc2lvbi52MS5EZWNpZGVSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * NoulCriteria optionally describes what yes and no mean.
@@ -206,6 +206,15 @@ export type DecideRequest = Message<"tessera.decision.v1.DecideRequest"> & {
    * @generated from field: map<string, tessera.decision.v1.Question> questions = 4;
    */
   questions: { [key: string]: Question };
+
+  /**
+   * question_list holds questions with their ids, in the order sent. It is an alternative to
+   * `questions` that carries any id, also ones a JavaScript protobuf runtime drops as a map
+   * key ("__proto__"); the gateway always uses it. Ids must be distinct across both fields.
+   *
+   * @generated from field: repeated tessera.decision.v1.IdentifiedQuestion question_list = 5;
+   */
+  questionList: IdentifiedQuestion[];
 };
 
 /**
@@ -214,6 +223,34 @@ export type DecideRequest = Message<"tessera.decision.v1.DecideRequest"> & {
  */
 export const DecideRequestSchema: GenMessage<DecideRequest> = /*@__PURE__*/
   messageDesc(file_tessera_decision_v1_decision, 5);
+
+/**
+ * IdentifiedQuestion is a question with the client's id for it.
+ *
+ * @generated from message tessera.decision.v1.IdentifiedQuestion
+ */
+export type IdentifiedQuestion = Message<"tessera.decision.v1.IdentifiedQuestion"> & {
+  /**
+   * id is the client's question id: any non-empty string, echoed in the answer.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * question is the question.
+   *
+   * @generated from field: tessera.decision.v1.Question question = 2;
+   */
+  question?: Question | undefined;
+};
+
+/**
+ * Describes the message tessera.decision.v1.IdentifiedQuestion.
+ * Use `create(IdentifiedQuestionSchema)` to create a new message.
+ */
+export const IdentifiedQuestionSchema: GenMessage<IdentifiedQuestion> = /*@__PURE__*/
+  messageDesc(file_tessera_decision_v1_decision, 6);
 
 /**
  * NoulAnswer is the answer to a noul question.
@@ -234,7 +271,7 @@ export type NoulAnswer = Message<"tessera.decision.v1.NoulAnswer"> & {
  * Use `create(NoulAnswerSchema)` to create a new message.
  */
 export const NoulAnswerSchema: GenMessage<NoulAnswer> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 6);
+  messageDesc(file_tessera_decision_v1_decision, 7);
 
 /**
  * OptionProbability is the probability of one option.
@@ -262,7 +299,7 @@ export type OptionProbability = Message<"tessera.decision.v1.OptionProbability">
  * Use `create(OptionProbabilitySchema)` to create a new message.
  */
 export const OptionProbabilitySchema: GenMessage<OptionProbability> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 7);
+  messageDesc(file_tessera_decision_v1_decision, 8);
 
 /**
  * ChoiceAnswer is the answer to a choice question.
@@ -297,7 +334,7 @@ export type ChoiceAnswer = Message<"tessera.decision.v1.ChoiceAnswer"> & {
  * Use `create(ChoiceAnswerSchema)` to create a new message.
  */
 export const ChoiceAnswerSchema: GenMessage<ChoiceAnswer> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 8);
+  messageDesc(file_tessera_decision_v1_decision, 9);
 
 /**
  * ScoreAnswer is the answer to a score question.
@@ -339,7 +376,7 @@ export type ScoreAnswer = Message<"tessera.decision.v1.ScoreAnswer"> & {
  * Use `create(ScoreAnswerSchema)` to create a new message.
  */
 export const ScoreAnswerSchema: GenMessage<ScoreAnswer> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 9);
+  messageDesc(file_tessera_decision_v1_decision, 10);
 
 /**
  * Answer is the answer to one question; its type equals the question's type.
@@ -391,7 +428,7 @@ export type Answer = Message<"tessera.decision.v1.Answer"> & {
  * Use `create(AnswerSchema)` to create a new message.
  */
 export const AnswerSchema: GenMessage<Answer> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 10);
+  messageDesc(file_tessera_decision_v1_decision, 11);
 
 /**
  * DecisionUsage counts the tokens of a decision.
@@ -419,7 +456,7 @@ export type DecisionUsage = Message<"tessera.decision.v1.DecisionUsage"> & {
  * Use `create(DecisionUsageSchema)` to create a new message.
  */
 export const DecisionUsageSchema: GenMessage<DecisionUsage> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 11);
+  messageDesc(file_tessera_decision_v1_decision, 12);
 
 /**
  * DecideResponse holds one answer per question.
@@ -447,6 +484,15 @@ export type DecideResponse = Message<"tessera.decision.v1.DecideResponse"> & {
    * @generated from field: tessera.decision.v1.DecisionUsage usage = 3;
    */
   usage?: DecisionUsage | undefined;
+
+  /**
+   * answer_list holds every answer with its question id: first those of question_list in
+   * their order, then those of questions. `answers` holds the same, except under ids that a
+   * JavaScript protobuf runtime drops as map keys ("__proto__").
+   *
+   * @generated from field: repeated tessera.decision.v1.IdentifiedAnswer answer_list = 4;
+   */
+  answerList: IdentifiedAnswer[];
 };
 
 /**
@@ -454,7 +500,35 @@ export type DecideResponse = Message<"tessera.decision.v1.DecideResponse"> & {
  * Use `create(DecideResponseSchema)` to create a new message.
  */
 export const DecideResponseSchema: GenMessage<DecideResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 12);
+  messageDesc(file_tessera_decision_v1_decision, 13);
+
+/**
+ * IdentifiedAnswer is an answer with the id of its question.
+ *
+ * @generated from message tessera.decision.v1.IdentifiedAnswer
+ */
+export type IdentifiedAnswer = Message<"tessera.decision.v1.IdentifiedAnswer"> & {
+  /**
+   * id is the question id as sent.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * answer is the answer.
+   *
+   * @generated from field: tessera.decision.v1.Answer answer = 2;
+   */
+  answer?: Answer | undefined;
+};
+
+/**
+ * Describes the message tessera.decision.v1.IdentifiedAnswer.
+ * Use `create(IdentifiedAnswerSchema)` to create a new message.
+ */
+export const IdentifiedAnswerSchema: GenMessage<IdentifiedAnswer> = /*@__PURE__*/
+  messageDesc(file_tessera_decision_v1_decision, 14);
 
 /**
  * FieldViolation is one problem found in a request.
@@ -489,7 +563,7 @@ export type FieldViolation = Message<"tessera.decision.v1.FieldViolation"> & {
  * Use `create(FieldViolationSchema)` to create a new message.
  */
 export const FieldViolationSchema: GenMessage<FieldViolation> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 13);
+  messageDesc(file_tessera_decision_v1_decision, 15);
 
 /**
  * ValidationFailure is the error detail of an InvalidArgument decision request: every
@@ -511,7 +585,7 @@ export type ValidationFailure = Message<"tessera.decision.v1.ValidationFailure">
  * Use `create(ValidationFailureSchema)` to create a new message.
  */
 export const ValidationFailureSchema: GenMessage<ValidationFailure> = /*@__PURE__*/
-  messageDesc(file_tessera_decision_v1_decision, 14);
+  messageDesc(file_tessera_decision_v1_decision, 16);
 
 /**
  * QuestionType is the kind of answer a question wants.
