@@ -1,0 +1,334 @@
+import { randomBytes } from "node:crypto";
+import {
+  FinishReason,
+  type GenerateDelta,
+  type GenerateFinished,
+  type GenerateResponse,
+  type GenerateStarted,
+} from "../../gen/tessera/inference/v1/inference_pb.js";
+import type { SseWriter } from "../sse.js";
+
+/**
+ * Inference Generate events → OpenAI chat.completion (JSON) and chat.completion.chunk (SSE)
+ * objects, and the loop that streams a generation to an SSE writer.
+ */
+
+export type FinishReasonName = "stop" | "length" | "tool_calls";
+
+export interface CompletionToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+export interface CompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    message: {
+      role: "assistant";
+      content: string | null;
+      reasoning?: string;
+      tool_calls?: CompletionToolCall[];
+    };
+    finish_reason: FinishReasonName;
+    logprobs: null;
+  }[];
+  usage: CompletionUsage;
+}
+
+export interface ChunkToolCall {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: "chat.completion.chunk";
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    delta: { role?: "assistant"; content?: string; reasoning?: string; tool_calls?: ChunkToolCall[] };
+    finish_reason: FinishReasonName | null;
+    logprobs: null;
+  }[];
+  usage?: CompletionUsage;
+}
+
+/** What every object of one completion shares. */
+export interface CompletionMeta {
+  /** `chatcmpl-…` */
+  id: string;
+  /** Unix seconds. */
+  created: number;
+  /** The model id to show until the Started event names the one that answers. */
+  model: string;
+  /** Thinking was enabled: `reasoning` is present (possibly empty) on the message. */
+  reasoning: boolean;
+}
+
+export function newCompletionId(): string {
+  return `chatcmpl-${randomBytes(18).toString("base64url")}`;
+}
+
+export function createCompletionMeta(init: { model: string; reasoning: boolean; id?: string; created?: number }): CompletionMeta {
+  return {
+    id: init.id ?? newCompletionId(),
+    created: init.created ?? Math.floor(Date.now() / 1000),
+    model: init.model,
+    reasoning: init.reasoning,
+  };
+}
+
+/** A generation that ended without its Finished event. */
+export class IncompleteGeneration extends Error {
+  constructor() {
+    super("the generation ended without finishing");
+    this.name = "IncompleteGeneration";
+  }
+}
+
+function finishReasonName(reason: FinishReason, sawToolCall: boolean): FinishReasonName {
+  switch (reason) {
+    case FinishReason.LENGTH:
+      return "length";
+    case FinishReason.TOOL_CALLS:
+      return "tool_calls";
+    default:
+      // A reply that called tools ends with tool_calls, as OpenAI's do.
+      return sawToolCall ? "tool_calls" : "stop";
+  }
+}
+
+function usageOf(finished: GenerateFinished, started: GenerateStarted | undefined): CompletionUsage {
+  const prompt = finished.usage?.promptTokens ?? started?.promptTokens ?? 0;
+  const completion = finished.usage?.completionTokens ?? 0;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+/** The whole chat.completion object of a finished generation. */
+export function completionFromEvents(events: Iterable<GenerateResponse>, meta: CompletionMeta): ChatCompletion {
+  let started: GenerateStarted | undefined;
+  let finished: GenerateFinished | undefined;
+  let content = "";
+  let reasoning = "";
+  const calls = new Map<number, CompletionToolCall>();
+  for (const { event } of events) {
+    switch (event.case) {
+      case "started":
+        started = event.value;
+        break;
+      case "delta":
+        content += event.value.content;
+        reasoning += event.value.reasoning;
+        for (const piece of event.value.toolCalls) {
+          const call = calls.get(piece.index);
+          if (call === undefined) {
+            calls.set(piece.index, { id: piece.id, type: "function", function: { name: piece.name, arguments: piece.arguments } });
+          } else {
+            call.id ||= piece.id;
+            call.function.name ||= piece.name;
+            call.function.arguments += piece.arguments;
+          }
+        }
+        break;
+      case "finished":
+        finished = event.value;
+        break;
+    }
+  }
+  if (finished === undefined) throw new IncompleteGeneration();
+  const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, call]) => call);
+  const message: ChatCompletion["choices"][number]["message"] = {
+    role: "assistant",
+    content: content === "" && toolCalls.length > 0 ? null : content,
+  };
+  if (meta.reasoning || reasoning !== "") message.reasoning = reasoning;
+  if (toolCalls.length > 0) message.tool_calls = toolCalls;
+  return {
+    id: meta.id,
+    object: "chat.completion",
+    created: meta.created,
+    model: started?.model || meta.model,
+    choices: [{ index: 0, message, finish_reason: finishReasonName(finished.finishReason, toolCalls.length > 0), logprobs: null }],
+    usage: usageOf(finished, started),
+  };
+}
+
+/** Collects a Generate stream into the chat.completion object. */
+export async function collectCompletion(events: AsyncIterable<GenerateResponse>, meta: CompletionMeta): Promise<ChatCompletion> {
+  const all: GenerateResponse[] = [];
+  for await (const event of events) all.push(event);
+  return completionFromEvents(all, meta);
+}
+
+/**
+ * Builds the chunks of one streamed completion, event by event: the role first, then a chunk
+ * per delta with its content / reasoning / tool-call pieces, then one chunk with the
+ * finish_reason and, last, a chunk with `choices: []` and the usage.
+ */
+export interface ChunkBuilder {
+  fromEvent(event: GenerateResponse): ChatCompletionChunk[];
+  /** Prompt tokens (from Started) and completion tokens (from Finished) seen so far. */
+  readonly usage: { promptTokens: number; completionTokens: number | undefined };
+  /** Deltas that carried something, i.e. blocks the client was sent. */
+  readonly deltasSent: number;
+}
+
+export function createChunkBuilder(meta: CompletionMeta): ChunkBuilder {
+  let model = meta.model;
+  let roleSent = false;
+  let sawToolCall = false;
+  let deltasSent = 0;
+  const usage: { promptTokens: number; completionTokens: number | undefined } = { promptTokens: 0, completionTokens: undefined };
+
+  const chunk = (
+    delta: ChatCompletionChunk["choices"][number]["delta"],
+    finishReason: FinishReasonName | null = null,
+  ): ChatCompletionChunk => ({
+    id: meta.id,
+    object: "chat.completion.chunk",
+    created: meta.created,
+    model,
+    choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }],
+  });
+  const roleChunk = (): ChatCompletionChunk[] => {
+    if (roleSent) return [];
+    roleSent = true;
+    return [chunk({ role: "assistant", content: "" })];
+  };
+
+  return {
+    get usage() {
+      return usage;
+    },
+    get deltasSent() {
+      return deltasSent;
+    },
+    fromEvent({ event }: GenerateResponse): ChatCompletionChunk[] {
+      switch (event.case) {
+        case "started":
+          model = event.value.model || model;
+          usage.promptTokens = event.value.promptTokens;
+          return roleChunk();
+        case "delta": {
+          const delta = deltaOf(event.value);
+          if (delta === null) return [];
+          deltasSent++;
+          if (delta.tool_calls !== undefined) sawToolCall = true;
+          return [...roleChunk(), chunk(delta)];
+        }
+        case "finished": {
+          const final = usageOf(event.value, undefined);
+          if (final.prompt_tokens === 0) {
+            final.prompt_tokens = usage.promptTokens;
+            final.total_tokens = final.prompt_tokens + final.completion_tokens;
+          }
+          usage.promptTokens = final.prompt_tokens;
+          usage.completionTokens = final.completion_tokens;
+          const last = chunk({}, finishReasonName(event.value.finishReason, sawToolCall));
+          const usageChunk: ChatCompletionChunk = { ...chunk({}), choices: [], usage: final };
+          return [...roleChunk(), last, usageChunk];
+        }
+        default:
+          return [];
+      }
+    },
+  };
+}
+
+function deltaOf(delta: GenerateDelta): ChatCompletionChunk["choices"][number]["delta"] | null {
+  const out: ChatCompletionChunk["choices"][number]["delta"] = {};
+  if (delta.content !== "") out.content = delta.content;
+  if (delta.reasoning !== "") out.reasoning = delta.reasoning;
+  if (delta.toolCalls.length > 0) {
+    out.tool_calls = delta.toolCalls.map((piece) => {
+      const call: ChunkToolCall = { index: piece.index, function: { arguments: piece.arguments } };
+      if (piece.id !== "") {
+        call.id = piece.id;
+        call.type = "function";
+      }
+      if (piece.name !== "") call.function.name = piece.name;
+      return call;
+    });
+  }
+  return Object.keys(out).length === 0 ? null : out;
+}
+
+/** The OpenAI error object sent in a stream's error event. */
+export interface StreamErrorBody {
+  message: string;
+  type: string;
+  code: string | null;
+  param?: string | null;
+}
+
+export interface StreamOutcome {
+  /** `done`: [DONE] sent; `client_gone`: the client left or stalled; `failed`: an error event ended it. */
+  outcome: "done" | "client_gone" | "failed";
+  promptTokens: number;
+  /** Known when the generation finished. */
+  completionTokens: number | undefined;
+  /** Deltas the client was sent (one per committed block that carried text). */
+  deltasSent: number;
+  error?: unknown;
+}
+
+/**
+ * Streams one generation as SSE. The first event is awaited before anything is written, so a
+ * refusal (overload, quota, bad request from the model) still gets its own HTTP status: that
+ * error is thrown, with nothing sent. Once the stream is open every failure ends it with an
+ * error event, never a hang. The caller must create `events` with `sse.signal` (or a signal
+ * that follows it) so a client that leaves cancels the generation.
+ */
+export async function streamCompletion(
+  sse: SseWriter,
+  events: AsyncIterable<GenerateResponse>,
+  meta: CompletionMeta,
+  toErrorBody: (err: unknown) => StreamErrorBody,
+): Promise<StreamOutcome> {
+  const builder = createChunkBuilder(meta);
+  const outcome = (kind: StreamOutcome["outcome"], error?: unknown): StreamOutcome => ({
+    outcome: kind,
+    promptTokens: builder.usage.promptTokens,
+    completionTokens: builder.usage.completionTokens,
+    deltasSent: builder.deltasSent,
+    ...(error === undefined ? {} : { error }),
+  });
+
+  const iterator = events[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  sse.open();
+  let finished = false;
+  try {
+    for (let step = first; !step.done; step = await iterator.next()) {
+      if (step.value.event.case === "finished") finished = true;
+      for (const chunk of builder.fromEvent(step.value)) {
+        if (!(await sse.send(chunk))) return outcome("client_gone");
+      }
+    }
+    if (!finished) throw new IncompleteGeneration();
+    await sse.done();
+    return outcome("done");
+  } catch (err) {
+    if (sse.closed) return outcome("client_gone", err);
+    await sse.fail(toErrorBody(err));
+    return outcome("failed", err);
+  } finally {
+    // Leaving early (client gone, error) closes the generation stream, which cancels it. Not
+    // awaited: a source that is stuck must not hold the response.
+    if (!finished) void Promise.resolve(iterator.return?.()).catch(() => undefined);
+  }
+}
