@@ -1,0 +1,71 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { casUpdate } from "./cas.js";
+import { runStoreContract } from "./contract.js";
+import { openLmdbStore } from "./lmdb.js";
+
+const dirs: string[] = [];
+const freshDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), "tessera-lmdb-"));
+  dirs.push(dir);
+  return dir;
+};
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+runStoreContract("lmdb", ({ clock }) => openLmdbStore({ path: join(freshDir(), "db"), clock }));
+
+describe("lmdb store", () => {
+  it("keeps data across close and reopen", async () => {
+    const path = join(freshDir(), "data.dir");
+    const first = openLmdbStore({ path });
+    const revision = await first.bucket<{ n: number }>("b").create("k", { n: 7 });
+    await first.close();
+    const second = openLmdbStore({ path });
+    expect(await second.bucket<{ n: number }>("b").get("k")).toEqual({ value: { n: 7 }, revision });
+    await second.close();
+  });
+
+  it("removes expired entries of a TTL bucket in the background", async () => {
+    let now = 0;
+    const store = openLmdbStore({ path: freshDir(), clock: () => now, sweepIntervalMs: 20 });
+    const bucket = store.bucket<number>("ttl", { ttlMs: 1000 });
+    for (let i = 0; i < 5000; i++) void bucket.put(`k${i}`, i);
+    await bucket.put("last", 1);
+    now = 1500;
+    await bucket.put("fresh", 2);
+    const raw = openLmdbStore({ path: dirs.at(-1)! }); // reads without expiry filtering
+    const rawCount = async () => {
+      let n = 0;
+      for await (const _ of raw.bucket("ttl").keys()) n++;
+      return n;
+    };
+    await expect.poll(rawCount, { timeout: 5000 }).toBe(1);
+    await raw.close();
+    await store.close();
+  });
+
+  it("stays exact when several processes increment one key", async () => {
+    const path = freshDir();
+    const store = openLmdbStore({ path });
+    const bucket = store.bucket<{ n: number }>("shared");
+    const child = fileURLToPath(new URL("./testdata/lmdb-increment.ts", import.meta.url));
+    const runChild = () =>
+      new Promise<void>((resolve, reject) => {
+        const proc = spawn(process.execPath, ["--import", "tsx", child, path, "150"], { stdio: "inherit" });
+        proc.on("error", reject);
+        proc.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}`))));
+      });
+    const mine = async () => {
+      for (let i = 0; i < 150; i++) await casUpdate(bucket, "counter", (v) => ({ n: (v?.n ?? 0) + 1 }));
+    };
+    await Promise.all([runChild(), runChild(), mine()]);
+    expect((await bucket.get("counter"))!.value.n).toBe(450);
+    await store.close();
+  });
+});

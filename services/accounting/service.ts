@@ -1,0 +1,393 @@
+import { timingSafeEqual } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import {
+  AccountingService,
+  AdmitResponseSchema,
+  AuthenticateResponseSchema,
+  CreateKeyResponseSchema,
+  EnsureKeyResponseSchema,
+  GetAccountResponseSchema,
+  GetUsageResponseSchema,
+  ListKeysResponseSchema,
+  RevokeKeyResponseSchema,
+  SetAccountStatusResponseSchema,
+  SetLimitsResponseSchema,
+  SettleResponseSchema,
+  UsageDaySchema,
+  UsageKind,
+} from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { CasRetriesExhaustedError, RevisionConflictError, type Store } from "../../lib/store/index.js";
+import { Directory } from "./directory.js";
+import { invalidArgument, notFound, permissionDenied, quotaExceeded, rateLimited, unauthenticated } from "./errors.js";
+import { hashApiKey, isWellFormedApiKey, isWellFormedId, newApiKey, requestKey } from "./ids.js";
+import { isUtcDay, readUsage, recordUsage, utcDay } from "./ledger.js";
+import { chargeQuota, reserveQuota } from "./quota.js";
+import { takeRequest } from "./rate-limit.js";
+import {
+  accountInfo,
+  emptyCounters,
+  keyInfo,
+  openBuckets,
+  quotaKindFromProto,
+  SETTLED_RETENTION_MS,
+  statusFromProto,
+  type AccountRecord,
+  type KeyRecord,
+} from "./records.js";
+
+export interface AccountingDeps {
+  /** Durable state: keys, accounts, quota counters, the ledger, settle markers. */
+  store: Store;
+  /** Per-minute rate windows; defaults to `store`. Embedded mode passes a memory store. */
+  rateStore?: Store;
+  clock?: () => number;
+  logger: Logger;
+  /** The limit of keys whose own limit is 0. 0 here means no limit. */
+  defaultRequestsPerMinute: number;
+  /** How long key and account records are cached on the request path (default 5 s). */
+  cacheTtlMs?: number;
+  /** How long an unsettled reservation holds quota (default 15 min). */
+  reservationTtlMs?: number;
+  /** How long a settled request id is remembered for idempotency (default 48 h). */
+  settledRetentionMs?: number;
+}
+
+export type AccountingServiceImpl = ServiceImpl<typeof AccountingService>;
+
+const UNLIMITED_REMAINING = 0xffff_ffff;
+const MAX_NAME_LENGTH = 200;
+const MAX_REQUEST_ID_LENGTH = 1024;
+
+/**
+ * Rules this implementation settles on, beyond the proto's comments:
+ * - Rate limit: fixed one-minute windows aligned to the clock minute (see rate-limit.ts).
+ * - Order: Admit checks the rate limit first, then the quota; a request refused for quota
+ *   has still used one request of its minute (it reached the service, and a client that
+ *   hammers a spent quota is throttled like any other).
+ * - Reservations are only held against a finite quota; they expire after
+ *   `reservationTtlMs` (a request that never settles stops holding quota then).
+ * - Settle: a marker per (key, request id) is created first and decides idempotency (only
+ *   one settle can create it). Then the quota counters and the day's ledger are charged,
+ *   concurrently. If both writes fail the marker is removed, so a retry charges; if only one
+ *   fails (or the process dies in between) that part is lost, never counted twice. Markers
+ *   are kept `settledRetentionMs`; a settle of a request id never admitted still charges.
+ */
+export function createAccountingService(deps: AccountingDeps): AccountingServiceImpl {
+  const clock = deps.clock ?? Date.now;
+  const log = deps.logger.child({ component: "accounting" });
+  const defaultRpm = deps.defaultRequestsPerMinute;
+  const reservationTtlMs = deps.reservationTtlMs ?? 15 * 60_000;
+  const buckets = openBuckets(deps.store, deps.rateStore ?? deps.store, deps.settledRetentionMs ?? SETTLED_RETENTION_MS);
+  const directory = new Directory(buckets, clock, deps.cacheTtlMs ?? 5000);
+
+  // The request path (Authenticate, Admit) reads keys and accounts from the cache without
+  // awaiting when it can: each await is a trip through the microtask queue, on every request.
+  function checkAccount(account: AccountRecord | undefined): AccountRecord {
+    if (!account) throw permissionDenied("The account of this API key does not exist.");
+    if (account.status === "disabled") throw permissionDenied("The account is disabled.");
+    if (account.status === "email_unverified") {
+      throw permissionDenied("The account's e-mail address is not verified.");
+    }
+    return account;
+  }
+
+  function checkKey(key: KeyRecord | undefined): KeyRecord {
+    if (!key) throw unauthenticated("Unknown API key.");
+    if (key.revokedAt !== null) throw unauthenticated("The API key has been revoked.");
+    return key;
+  }
+
+  async function existingKey(keyId: string): Promise<KeyRecord> {
+    requireId(keyId, "key_id");
+    const key = await directory.keyById(keyId, true);
+    if (!key) throw notFound(`No key ${keyId}.`);
+    return key;
+  }
+
+  async function existingAccount(accountId: string): Promise<AccountRecord> {
+    requireId(accountId, "account_id");
+    const account = await directory.account(accountId, true);
+    if (!account) throw notFound(`No account ${accountId}.`);
+    return account;
+  }
+
+  const accountView = async (account: AccountRecord) =>
+    accountInfo(account, (await buckets.quotas.get(account.id))?.value ?? emptyCounters(), clock());
+
+  const impl: AccountingServiceImpl = {
+    async authenticate(req) {
+      if (!isWellFormedApiKey(req.apiKey)) throw unauthenticated("Invalid API key.");
+      const hashHex = hashApiKey(req.apiKey);
+      const key = directory.cachedKeyByHash(hashHex) ?? (await directory.keyByHash(hashHex));
+      // The lookup found the key by this hash already; comparing again, in constant time, keeps
+      // a wrong cache or index entry from ever letting another secret through.
+      if (!key || key.hash.length !== hashHex.length || !timingSafeEqual(Buffer.from(key.hash, "latin1"), Buffer.from(hashHex, "latin1"))) {
+        throw unauthenticated("Invalid API key.");
+      }
+      checkKey(key);
+      checkAccount(directory.cachedAccount(key.accountId) ?? (await directory.account(key.accountId)));
+      return create(AuthenticateResponseSchema, {
+        principal: { keyId: key.id, accountId: key.accountId, keyName: key.name },
+      });
+    },
+
+    async admit(req) {
+      requireId(req.keyId, "key_id");
+      const key = checkKey(directory.cachedKey(req.keyId) ?? (await directory.keyById(req.keyId)));
+      const account = checkAccount(directory.cachedAccount(key.accountId) ?? (await directory.account(key.accountId)));
+      const kind = requireKind(req.kind);
+      if (kind !== undefined) requireRequestId(req.requestId);
+      const reserve = toCount(req.reserveTokens, "reserve_tokens");
+      const now = clock();
+
+      const limit = key.rpm || defaultRpm;
+      let remaining = UNLIMITED_REMAINING;
+      let resetSeconds = Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000));
+      if (limit > 0) {
+        const decision = await guardStore(takeRequest(buckets.rates, key.id, limit, now));
+        if (!decision.admitted) throw rateLimited(limit, decision.resetSeconds);
+        remaining = decision.remaining;
+        resetSeconds = decision.resetSeconds;
+      }
+
+      if (kind !== undefined) {
+        const quota = kind === "text" ? account.textQuota : account.decisionQuota;
+        if (quota > 0) {
+          const outcome = await guardStore(
+            reserveQuota(buckets.quotas, account.id, {
+              requestKey: requestKey(key.id, req.requestId),
+              kind,
+              tokens: reserve,
+              quota,
+              now,
+              reservationTtlMs,
+            }),
+          );
+          if (!outcome.ok) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, outcome.available);
+        }
+      }
+      return create(AdmitResponseSchema, { remainingRequests: remaining, resetSeconds });
+    },
+
+    async settle(req) {
+      requireId(req.keyId, "key_id");
+      requireRequestId(req.requestId);
+      const kind = requireKind(req.kind);
+      const prompt = toCount(req.usage?.promptTokens ?? 0n, "usage.prompt_tokens");
+      const completion = toCount(req.usage?.completionTokens ?? 0n, "usage.completion_tokens");
+      const decisionInput = toCount(req.usage?.inputTokens ?? 0n, "usage.input_tokens");
+      // Revoked keys still pay for what they ran before revocation.
+      const key = await directory.keyById(req.keyId);
+      if (!key) throw notFound(`No key ${req.keyId}.`);
+      const now = clock();
+      const marker = requestKey(key.id, req.requestId);
+
+      try {
+        await buckets.settled.create(marker, { at: now });
+      } catch (err) {
+        if (err instanceof RevisionConflictError) return create(SettleResponseSchema, { alreadySettled: true });
+        throw err;
+      }
+      // Both charges at once (one commit of latency, not two). Each is at most once: if both
+      // fail, the marker goes so that a retry charges; if one fails, it is logged and lost.
+      const [quota, ledger] = await Promise.allSettled([
+        guardStore(
+          chargeQuota(buckets.quotas, key.accountId, {
+            requestKey: marker,
+            text: kind === "text" ? prompt + completion : 0,
+            decision: kind === "decision" ? decisionInput : 0,
+            now,
+          }),
+        ),
+        guardStore(recordUsage(buckets.ledger, key.id, utcDay(now), { prompt, completion, decisionInput })),
+      ]);
+      if (quota.status === "rejected" && ledger.status === "rejected") {
+        await buckets.settled.delete(marker).catch(() => undefined);
+        throw quota.reason;
+      }
+      for (const [part, result] of [["quota", quota], ["ledger", ledger]] as const) {
+        if (result.status === "rejected") {
+          log.error({ err: result.reason, keyId: key.id, requestId: req.requestId, part }, "settle: usage not charged to the " + part);
+          throw result.reason;
+        }
+      }
+      return create(SettleResponseSchema, { alreadySettled: false });
+    },
+
+    async createKey(req) {
+      const name = requireName(req.name);
+      const rpm = req.limits?.requestsPerMinute ?? 0;
+      let account: AccountRecord;
+      if (req.accountId !== "") {
+        if (req.limits?.textQuotaTokens !== undefined || req.limits?.decisionQuotaTokens !== undefined) {
+          throw invalidArgument("Quotas belong to the account: set them with SetLimits, not when adding a key to an existing account.");
+        }
+        account = await existingAccount(req.accountId);
+      } else {
+        account = await directory.createAccount({
+          status: "active",
+          textQuota: toCount(req.limits?.textQuotaTokens ?? 0n, "limits.text_quota_tokens"),
+          decisionQuota: toCount(req.limits?.decisionQuotaTokens ?? 0n, "limits.decision_quota_tokens"),
+        });
+      }
+      const apiKey = newApiKey();
+      const key = await directory.createKey({ accountId: account.id, name, rpm, hashHex: hashApiKey(apiKey) });
+      log.info({ keyId: key.id, accountId: account.id }, "key created");
+      return create(CreateKeyResponseSchema, { apiKey, key: keyInfo(key, defaultRpm) });
+    },
+
+    async ensureKey(req) {
+      if (!isWellFormedApiKey(req.apiKey)) {
+        throw invalidArgument("api_key must be `tsr_` followed by 1 to 256 of the characters A-Z a-z 0-9 . _ ~ -.");
+      }
+      const name = requireName(req.name || "bootstrap");
+      const hashHex = hashApiKey(req.apiKey);
+      for (;;) {
+        const keyId = await directory.keyIdForHash(hashHex);
+        if (keyId === undefined) {
+          const account = await directory.createAccount({ status: "active", textQuota: 0, decisionQuota: 0 });
+          try {
+            const key = await directory.createKey({ accountId: account.id, name, rpm: 0, hashHex });
+            log.info({ keyId: key.id, accountId: account.id }, "bootstrap key created");
+            return create(EnsureKeyResponseSchema, { key: keyInfo(key, defaultRpm), created: true });
+          } catch (err) {
+            if (!(err instanceof RevisionConflictError)) throw err;
+            await buckets.accounts.delete(account.id); // another caller registered it first
+            continue;
+          }
+        }
+        let key = await directory.keyById(keyId, true);
+        if (!key) {
+          // The hash was registered but the key never written (a crash in between): finish it.
+          const account = await directory.createAccount({ status: "active", textQuota: 0, decisionQuota: 0 });
+          try {
+            key = await directory.writeNewKey(keyId, { accountId: account.id, name, rpm: 0, hashHex });
+          } catch (err) {
+            if (!(err instanceof RevisionConflictError)) throw err;
+            await buckets.accounts.delete(account.id);
+            continue;
+          }
+        }
+        if (key.revokedAt !== null) {
+          key = (await directory.updateKey(key.id, (k) => (k.revokedAt === null ? undefined : { ...k, revokedAt: null })))!;
+          log.warn({ keyId: key.id }, "bootstrap key was revoked; reinstated");
+        }
+        await directory.activateAccount(key.accountId);
+        return create(EnsureKeyResponseSchema, { key: keyInfo(key, defaultRpm), created: false });
+      }
+    },
+
+    async revokeKey(req) {
+      requireId(req.keyId, "key_id");
+      const key = await directory.updateKey(req.keyId, (k) => (k.revokedAt !== null ? undefined : { ...k, revokedAt: clock() }));
+      if (!key) throw notFound(`No key ${req.keyId}.`);
+      log.info({ keyId: key.id }, "key revoked");
+      return create(RevokeKeyResponseSchema, { key: keyInfo(key, defaultRpm) });
+    },
+
+    async listKeys() {
+      const keys = await directory.listKeys();
+      return create(ListKeysResponseSchema, { keys: keys.map((k) => keyInfo(k, defaultRpm)) });
+    },
+
+    async setAccountStatus(req) {
+      requireId(req.accountId, "account_id");
+      const status = statusFromProto(req.status);
+      if (!status) throw invalidArgument("status must be ACTIVE, DISABLED or EMAIL_UNVERIFIED.");
+      const account = await directory.updateAccount(req.accountId, (a) => (a.status === status ? undefined : { ...a, status }));
+      if (!account) throw notFound(`No account ${req.accountId}.`);
+      log.info({ accountId: account.id, status }, "account status set");
+      return create(SetAccountStatusResponseSchema, { account: await accountView(account) });
+    },
+
+    async setLimits(req) {
+      let key = await existingKey(req.keyId);
+      const limits = req.limits;
+      const textQuota = limits?.textQuotaTokens === undefined ? undefined : toCount(limits.textQuotaTokens, "limits.text_quota_tokens");
+      const decisionQuota =
+        limits?.decisionQuotaTokens === undefined ? undefined : toCount(limits.decisionQuotaTokens, "limits.decision_quota_tokens");
+      const rpm = limits?.requestsPerMinute;
+      if (rpm !== undefined) {
+        key = (await directory.updateKey(key.id, (k) => (k.rpm === rpm ? undefined : { ...k, rpm })))!;
+      }
+      let account = await existingAccount(key.accountId);
+      if (textQuota !== undefined || decisionQuota !== undefined) {
+        account = (await directory.updateAccount(account.id, (a) => ({
+          ...a,
+          textQuota: textQuota ?? a.textQuota,
+          decisionQuota: decisionQuota ?? a.decisionQuota,
+        })))!;
+      }
+      log.info({ keyId: key.id, accountId: account.id, rpm, textQuota, decisionQuota }, "limits set");
+      return create(SetLimitsResponseSchema, { key: keyInfo(key, defaultRpm), account: await accountView(account) });
+    },
+
+    async getAccount(req) {
+      const account = await existingAccount(req.accountId);
+      return create(GetAccountResponseSchema, { account: await accountView(account) });
+    },
+
+    async getUsage(req) {
+      for (const [field, day] of [["from_day", req.fromDay], ["to_day", req.toDay]] as const) {
+        if (day !== "" && !isUtcDay(day)) throw invalidArgument(`${field} must be a day written YYYY-MM-DD, got ${JSON.stringify(day)}.`);
+      }
+      const key = await existingKey(req.keyId);
+      const toDay = req.toDay || utcDay(clock());
+      if (req.fromDay !== "" && req.fromDay > toDay) throw invalidArgument("from_day is after to_day.");
+      const rows = await readUsage(buckets.ledger, key.id, req.fromDay, toDay);
+      return create(GetUsageResponseSchema, {
+        days: rows.map((r) =>
+          create(UsageDaySchema, {
+            day: r.day,
+            requests: BigInt(r.requests),
+            promptTokens: BigInt(r.prompt),
+            completionTokens: BigInt(r.completion),
+            decisionInputTokens: BigInt(r.decisionInput),
+          }),
+        ),
+      });
+    },
+  };
+  return impl;
+}
+
+function requireId(id: string, field: string): void {
+  if (id === "") throw invalidArgument(`${field} is required.`);
+  if (!isWellFormedId(id)) throw invalidArgument(`${field} is malformed.`);
+}
+
+function requireRequestId(requestId: string): void {
+  if (requestId === "") throw invalidArgument("request_id is required.");
+  if (requestId.length > MAX_REQUEST_ID_LENGTH) throw invalidArgument(`request_id is longer than ${MAX_REQUEST_ID_LENGTH} characters.`);
+}
+
+function requireKind(kind: UsageKind) {
+  if (kind === UsageKind.UNSPECIFIED) return undefined;
+  const quotaKind = quotaKindFromProto(kind);
+  if (!quotaKind) throw invalidArgument(`Unknown usage kind ${kind}.`);
+  return quotaKind;
+}
+
+function requireName(name: string): string {
+  if (name.length > MAX_NAME_LENGTH) throw invalidArgument(`name is longer than ${MAX_NAME_LENGTH} characters.`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw invalidArgument("name must not contain control characters.");
+  return name;
+}
+
+function toCount(value: bigint, field: string): number {
+  if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalidArgument(`${field} is too large.`);
+  return Number(value);
+}
+
+/** Store contention the retries could not resolve becomes a retryable Unavailable. */
+async function guardStore<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof CasRetriesExhaustedError) throw new ConnectError("Accounting store is busy; retry.", Code.Unavailable, undefined, undefined, err);
+    throw err;
+  }
+}

@@ -1,0 +1,80 @@
+// Shared set-up for the accounting tests: the service behind the in-memory Connect
+// transport, with a clock the test moves.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { pino } from "pino";
+import { AccountingService } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
+import { accountingRoutes } from "./server.js";
+import type { AccountingDeps } from "./service.js";
+
+export const silentLogger = pino({ level: "silent" });
+
+/** 2026-01-15T10:00:00Z: a minute boundary. */
+export const T0 = Date.UTC(2026, 0, 15, 10, 0, 0);
+
+export interface Harness {
+  client: Client<typeof AccountingService>;
+  store: Store;
+  rateStore: Store;
+  now(): number;
+  setTime(ms: number): void;
+  advance(ms: number): void;
+  close(): Promise<void>;
+}
+
+export interface HarnessOptions extends Partial<Omit<AccountingDeps, "store" | "rateStore" | "clock" | "logger">> {
+  /** Where durable state lives (default memory). */
+  durable?: "memory" | "lmdb";
+  /** Where rate windows live (default memory). */
+  rates?: "memory" | "lmdb";
+}
+
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  let now = T0;
+  const clock = () => now;
+  const dirs: string[] = [];
+  const open = (kind: "memory" | "lmdb" | undefined): Store => {
+    if (kind !== "lmdb") return createMemoryStore({ clock });
+    const dir = mkdtempSync(join(tmpdir(), "tessera-accounting-"));
+    dirs.push(dir);
+    return openLmdbStore({ path: dir, clock });
+  };
+  const store = open(options.durable);
+  const rateStore = open(options.rates);
+  const { durable: _d, rates: _r, ...rest } = options;
+  const deps: AccountingDeps = {
+    defaultRequestsPerMinute: 1000,
+    ...rest,
+    store,
+    rateStore,
+    clock,
+    logger: silentLogger,
+  };
+  const client = createClient(AccountingService, createRouterTransport(accountingRoutes(deps)));
+  return {
+    client,
+    store,
+    rateStore,
+    now: clock,
+    setTime: (ms) => (now = ms),
+    advance: (ms) => (now += ms),
+    async close() {
+      await store.close();
+      await rateStore.close();
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The ConnectError a call failed with (fails the test if it succeeded). */
+export async function failure(call: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await call;
+  } catch (err) {
+    return ConnectError.from(err);
+  }
+  throw new Error("expected the call to fail");
+}
