@@ -1,5 +1,5 @@
-import { casUpdate, type KvBucket } from "../../lib/store/index.js";
-import { ledgerKey, ledgerPrefix, type UsageDayRecord } from "./records.js";
+import { RevisionConflictError, type KvBucket } from "../../lib/store/index.js";
+import { ledgerKey, ledgerPrefix, type UsageDayRecord, type UsageEntry } from "./records.js";
 
 /** YYYY-MM-DD of a time, in UTC. */
 export const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
@@ -13,45 +13,45 @@ export function isUtcDay(day: string): boolean {
   return Number.isFinite(ms) && utcDay(ms) === day;
 }
 
-export interface UsageAmounts {
-  prompt: number;
-  completion: number;
-  decisionInput: number;
-}
-
-/** Adds one settled request to its key's ledger for the day. */
+/**
+ * Writes one settled request's ledger entry. The entry's key names the request, so writing
+ * it again (a settle redone after a crash, a redelivered usage event) changes nothing: the
+ * ledger counts every request exactly once.
+ */
 export async function recordUsage(
-  bucket: KvBucket<UsageDayRecord>,
+  bucket: KvBucket<UsageEntry>,
   keyId: string,
   day: string,
-  usage: UsageAmounts,
+  requestKey: string,
+  usage: UsageEntry,
 ): Promise<void> {
-  await casUpdate(bucket, ledgerKey(keyId, day), (current) => ({
-    requests: (current?.requests ?? 0) + 1,
-    prompt: (current?.prompt ?? 0) + usage.prompt,
-    completion: (current?.completion ?? 0) + usage.completion,
-    decisionInput: (current?.decisionInput ?? 0) + usage.decisionInput,
-  }));
+  try {
+    await bucket.create(ledgerKey(keyId, day, requestKey), usage);
+  } catch (err) {
+    if (!(err instanceof RevisionConflictError)) throw err;
+  }
 }
 
-/** A key's ledger from `fromDay` to `toDay` (both included; "" = open end), in day order. */
+/** A key's ledger from `fromDay` to `toDay` (both included; "" = open end), summed per day, in day order. */
 export async function readUsage(
-  bucket: KvBucket<UsageDayRecord>,
+  bucket: KvBucket<UsageEntry>,
   keyId: string,
   fromDay: string,
   toDay: string,
 ): Promise<Array<{ day: string } & UsageDayRecord>> {
   const prefix = ledgerPrefix(keyId);
-  const days: string[] = [];
+  const byDay = new Map<string, UsageDayRecord>();
   for await (const key of bucket.keys(prefix)) {
-    const day = key.slice(prefix.length);
-    if ((fromDay === "" || day >= fromDay) && (toDay === "" || day <= toDay)) days.push(day);
+    const day = key.slice(prefix.length, prefix.length + 10);
+    if ((fromDay !== "" && day < fromDay) || (toDay !== "" && day > toDay)) continue;
+    const entry = await bucket.get(key);
+    if (!entry) continue;
+    const sum = byDay.get(day) ?? { requests: 0, prompt: 0, completion: 0, decisionInput: 0 };
+    sum.requests += 1;
+    sum.prompt += entry.value.prompt;
+    sum.completion += entry.value.completion;
+    sum.decisionInput += entry.value.decisionInput;
+    byDay.set(day, sum);
   }
-  days.sort();
-  const rows: Array<{ day: string } & UsageDayRecord> = [];
-  for (const day of days) {
-    const entry = await bucket.get(ledgerKey(keyId, day));
-    if (entry) rows.push({ day, ...entry.value });
-  }
-  return rows;
+  return [...byDay.keys()].sort().map((day) => ({ day, ...byDay.get(day)! }));
 }

@@ -50,12 +50,16 @@ export interface QuotaCounters {
   res: Record<string, Reservation>;
 }
 
-/** The ledger: one key's usage in one UTC day. */
-export interface UsageDayRecord {
-  requests: number;
+/** The usage of one settled request, as the ledger and the settle marker hold it. */
+export interface UsageEntry {
   prompt: number;
   completion: number;
   decisionInput: number;
+}
+
+/** A key's usage summed over one UTC day. */
+export interface UsageDayRecord extends UsageEntry {
+  requests: number;
 }
 
 /** One fixed one-minute window of a key's request count. */
@@ -65,8 +69,10 @@ export interface RateWindow {
   n: number;
 }
 
-export interface SettledMarker {
+/** Written first by Settle: it decides idempotency and says which ledger entry to write. */
+export interface SettledMarker extends UsageEntry {
   at: number;
+  day: string;
 }
 
 export interface AccountingBuckets {
@@ -78,8 +84,8 @@ export interface AccountingBuckets {
   accounts: KvBucket<AccountRecord>;
   /** QuotaCounters by account id. */
   quotas: KvBucket<QuotaCounters>;
-  /** UsageDayRecord by `<key id>.<YYYY-MM-DD>`. */
-  ledger: KvBucket<UsageDayRecord>;
+  /** UsageEntry by `<key id>.<YYYY-MM-DD>.<request key>`: one entry per settled request. */
+  ledger: KvBucket<UsageEntry>;
   /** Settle's idempotency markers by request key (see ids.requestKey); they expire. */
   settled: KvBucket<SettledMarker>;
   /** RateWindow by key id; volatile in embedded mode. */
@@ -95,13 +101,13 @@ export function openBuckets(store: Store, rateStore: Store, settledRetentionMs: 
     keyHashes: store.bucket("accounting_key_hashes"),
     accounts: store.bucket("accounting_accounts"),
     quotas: store.bucket("accounting_quotas"),
-    ledger: store.bucket("accounting_ledger"),
+    ledger: store.bucket("accounting_ledger_entries"),
     settled: store.bucket("accounting_settled", { ttlMs: settledRetentionMs }),
     rates: rateStore.bucket("accounting_rates"),
   };
 }
 
-export const ledgerKey = (keyId: string, day: string) => `${keyId}.${day}`;
+export const ledgerKey = (keyId: string, day: string, requestKey: string) => `${keyId}.${day}.${requestKey}`;
 export const ledgerPrefix = (keyId: string) => `${keyId}.`;
 
 export const emptyCounters = (): QuotaCounters => ({ textUsed: 0, decisionUsed: 0, res: {} });

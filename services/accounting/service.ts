@@ -35,6 +35,7 @@ import {
   statusFromProto,
   type AccountRecord,
   type KeyRecord,
+  type SettledMarker,
 } from "./records.js";
 
 export interface AccountingDeps {
@@ -68,11 +69,13 @@ const MAX_REQUEST_ID_LENGTH = 1024;
  *   hammers a spent quota is throttled like any other).
  * - Reservations are only held against a finite quota; they expire after
  *   `reservationTtlMs` (a request that never settles stops holding quota then).
- * - Settle: a marker per (key, request id) is created first and decides idempotency (only
- *   one settle can create it). Then the quota counters and the day's ledger are charged,
- *   concurrently. If both writes fail the marker is removed, so a retry charges; if only one
- *   fails (or the process dies in between) that part is lost, never counted twice. Markers
- *   are kept `settledRetentionMs`; a settle of a request id never admitted still charges.
+ * - Settle: a marker per (key, request id), holding the day and the usage, is created first
+ *   and decides idempotency. The ledger holds one entry per request, keyed by it, so the
+ *   ledger is exact even when a replica dies mid-settle: the redelivered event writes the
+ *   missing entry, never a second one. The quota is charged only by the settle that created
+ *   the marker (at most once; a crash right before it leaves that request's quota charge to
+ *   the reservation's expiry). Markers are kept `settledRetentionMs`; a settle of a request
+ *   id never admitted still charges.
  */
 export function createAccountingService(deps: AccountingDeps): AccountingServiceImpl {
   const clock = deps.clock ?? Date.now;
@@ -183,35 +186,41 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       if (!key) throw notFound(`No key ${req.keyId}.`);
       const now = clock();
       const marker = requestKey(key.id, req.requestId);
+      const usage = { prompt, completion, decisionInput };
 
+      // The marker is created once and decides who charges the quota (at most once). The
+      // ledger entry is keyed by the request, so a settle that died half-way is completed by
+      // the next attempt (a redelivered usage event) without counting anything twice.
+      let first = true;
+      let settled: SettledMarker = { at: now, day: utcDay(now), ...usage };
       try {
-        await buckets.settled.create(marker, { at: now });
+        await buckets.settled.create(marker, settled);
       } catch (err) {
-        if (err instanceof RevisionConflictError) return create(SettleResponseSchema, { alreadySettled: true });
+        if (!(err instanceof RevisionConflictError)) throw err;
+        first = false;
+        settled = (await buckets.settled.get(marker))?.value ?? settled;
+      }
+      try {
+        await guardStore(recordUsage(buckets.ledger, key.id, settled.day, marker, settled));
+      } catch (err) {
+        // Nothing is charged yet: drop the marker so that a retry does the whole settle.
+        if (first) await buckets.settled.delete(marker).catch(() => undefined);
         throw err;
       }
-      // Both charges at once (one commit of latency, not two). Each is at most once: if both
-      // fail, the marker goes so that a retry charges; if one fails, it is logged and lost.
-      const [quota, ledger] = await Promise.allSettled([
-        guardStore(
+      if (!first) return create(SettleResponseSchema, { alreadySettled: true });
+      try {
+        await guardStore(
           chargeQuota(buckets.quotas, key.accountId, {
             requestKey: marker,
             text: kind === "text" ? prompt + completion : 0,
             decision: kind === "decision" ? decisionInput : 0,
             now,
           }),
-        ),
-        guardStore(recordUsage(buckets.ledger, key.id, utcDay(now), { prompt, completion, decisionInput })),
-      ]);
-      if (quota.status === "rejected" && ledger.status === "rejected") {
-        await buckets.settled.delete(marker).catch(() => undefined);
-        throw quota.reason;
-      }
-      for (const [part, result] of [["quota", quota], ["ledger", ledger]] as const) {
-        if (result.status === "rejected") {
-          log.error({ err: result.reason, keyId: key.id, requestId: req.requestId, part }, "settle: usage not charged to the " + part);
-          throw result.reason;
-        }
+        );
+      } catch (err) {
+        // The ledger has the request; the reservation expires on its own.
+        log.error({ err, keyId: key.id, requestId: req.requestId }, "settle: usage not charged to the quota");
+        throw err;
       }
       return create(SettleResponseSchema, { alreadySettled: false });
     },

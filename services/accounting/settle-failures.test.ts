@@ -45,24 +45,25 @@ async function setup() {
 }
 
 describe("Settle with a failing store", () => {
-  it("charges on retry when neither charge was written", async () => {
+  it("does the whole settle again on retry when the ledger entry was not written", async () => {
     const t = await setup();
-    t.failing.add("accounting_quotas").add("accounting_ledger");
+    t.failing.add("accounting_ledger_entries");
     expect((await failure(t.settle())).code).toBe(Code.Internal);
+    expect(await t.used()).toBe(0n);
     t.failing.clear();
     expect((await t.settle()).alreadySettled).toBe(false);
     expect(await t.used()).toBe(15n);
     expect(await t.requests()).toBe(1n);
   });
 
-  it("does not charge twice when one charge was written", async () => {
+  it("keeps the ledger exact and never charges the quota twice when the quota write failed", async () => {
     const t = await setup();
-    t.failing.add("accounting_ledger");
+    t.failing.add("accounting_quotas");
     await failure(t.settle());
     t.failing.clear();
     expect((await t.settle()).alreadySettled).toBe(true);
-    expect(await t.used()).toBe(15n);
-    expect(await t.requests()).toBe(0n); // the ledger line is lost, not doubled
+    expect(await t.requests()).toBe(1n); // the ledger has the request exactly once
+    expect(await t.used()).toBe(0n); // the quota charge is at most once: lost, not doubled
   });
 
   it("charges nothing when the marker cannot be written", async () => {
