@@ -1,0 +1,123 @@
+import * as ort from "onnxruntime-node";
+import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx-readout.js";
+
+/** Per-layer key and value tensors, each `[B, H_kv, T, D]` flattened. */
+export interface LayerKV {
+  key: Float32Array;
+  value: Float32Array;
+}
+
+/** The inputs of one denoiser forward (docs/model-contract.md), as flat typed arrays. */
+export interface ForwardInputs {
+  batch: number;
+  /** Current tokens per row (S). */
+  seq: number;
+  /** Past slots per row (P). */
+  past: number;
+  inputIds: BigInt64Array;
+  positionIds: BigInt64Array;
+  /** Additive `[B, 1, S, P+S]`. */
+  attentionMask: Float32Array;
+  pastKeyValues: LayerKV[];
+}
+
+/** The greedy readout of every position: see onnx-readout.ts. */
+export interface Readout {
+  /** `[B, S]`: probability of the best allowed token. */
+  confidence: Float32Array;
+  /** `[B, S]`: the best allowed token (mask and pad are never allowed). */
+  token: BigInt64Array;
+}
+
+export interface ForwardOutputs {
+  /** `[B, S, V]`; present when asked for, or when the model has no readout. */
+  logits?: Float32Array;
+  /** Present when asked for and the model has the readout outputs. */
+  readout?: Readout;
+  /** `[B, H_kv, P+S, D]` per layer; only when asked for. */
+  present?: LayerKV[];
+}
+
+export interface ForwardFetch {
+  /** The present key/values (a prefill or a block commit). */
+  present: boolean;
+  /** `logits` for Score; `readout` for denoising (falls back to logits without one). */
+  output: "logits" | "readout";
+}
+
+/**
+ * Runs the denoiser. The engine talks to the model only through this, so a test can count
+ * the rows of every forward or inject a failure.
+ */
+export interface ForwardRunner {
+  run(inputs: ForwardInputs, fetch: ForwardFetch): Promise<ForwardOutputs>;
+}
+
+export interface KVShape {
+  layers: number;
+  heads: number;
+  headDim: number;
+}
+
+/**
+ * The ONNX Runtime runner. Tensors wrap the typed arrays (no copy). Only what the caller
+ * needs is fetched: a denoising step takes the `[B, S]` readout instead of the `[B, S, V]`
+ * logits when the session has it, and the present key/values only on a prefill or a commit.
+ */
+export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): ForwardRunner {
+  const presentNames: string[] = [];
+  for (let l = 0; l < shape.layers; l++) presentNames.push(`present.${l}.key`, `present.${l}.value`);
+  const hasReadout = session.outputNames.includes(READOUT_CONFIDENCE) && session.outputNames.includes(READOUT_TOKEN);
+  const outputNames = (fetch: ForwardFetch) => [
+    ...(fetch.output === "readout" && hasReadout ? [READOUT_CONFIDENCE, READOUT_TOKEN] : ["logits"]),
+    ...(fetch.present ? presentNames : []),
+  ];
+  return {
+    async run(inputs, fetch) {
+      const { batch: B, seq: S, past: P } = inputs;
+      const feeds: Record<string, ort.Tensor> = {
+        input_ids: new ort.Tensor("int64", inputs.inputIds, [B, S]),
+        position_ids: new ort.Tensor("int64", inputs.positionIds, [B, S]),
+        attention_mask: new ort.Tensor("float32", inputs.attentionMask, [B, 1, S, P + S]),
+      };
+      const kvDims = [B, shape.heads, P, shape.headDim];
+      inputs.pastKeyValues.forEach((layer, l) => {
+        feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", layer.key, kvDims);
+        feeds[`past_key_values.${l}.value`] = new ort.Tensor("float32", layer.value, kvDims);
+      });
+      const out = await session.run(feeds, outputNames(fetch));
+      const result: ForwardOutputs = {};
+      if (out.logits !== undefined) result.logits = out.logits.data as Float32Array;
+      const confidence = out[READOUT_CONFIDENCE];
+      const token = out[READOUT_TOKEN];
+      if (confidence !== undefined && token !== undefined) {
+        result.readout = { confidence: confidence.data as Float32Array, token: token.data as BigInt64Array };
+      }
+      if (fetch.present) {
+        result.present = [];
+        for (let l = 0; l < shape.layers; l++) {
+          result.present.push({
+            key: out[`present.${l}.key`]!.data as Float32Array,
+            value: out[`present.${l}.value`]!.data as Float32Array,
+          });
+        }
+      }
+      return result;
+    },
+  };
+}
+
+/**
+ * One forward at a time per model: the step loop and Score readouts share the session, and
+ * ONNX Runtime already uses every core for one run.
+ */
+export function serializeRunner(runner: ForwardRunner): ForwardRunner {
+  let tail: Promise<unknown> = Promise.resolve();
+  return {
+    run(inputs, fetch) {
+      const result = tail.then(() => runner.run(inputs, fetch));
+      tail = result.catch(() => undefined);
+      return result;
+    },
+  };
+}

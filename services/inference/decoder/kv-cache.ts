@@ -1,0 +1,119 @@
+import type { KVShape, LayerKV } from "./forward.js";
+
+/**
+ * The clean key/values of one sequence, per layer `[H_kv, capacity, D]`. Only whole
+ * committed blocks (and the prompt's complete blocks) are ever stored, so the cache is
+ * exact and never rewritten.
+ */
+export class SequenceKV {
+  length = 0;
+  private capacity: number;
+  private keys: Float32Array[];
+  private values: Float32Array[];
+
+  constructor(
+    readonly shape: KVShape,
+    initialCapacity = 256,
+  ) {
+    this.capacity = Math.max(1, initialCapacity);
+    const size = shape.heads * this.capacity * shape.headDim;
+    this.keys = Array.from({ length: shape.layers }, () => new Float32Array(size));
+    this.values = Array.from({ length: shape.layers }, () => new Float32Array(size));
+  }
+
+  /**
+   * Appends slots `[from, from + count)` of row `row` of a forward's present key/values
+   * (`[B, H_kv, total, D]`).
+   */
+  append(present: readonly LayerKV[], row: number, total: number, from: number, count: number): void {
+    if (count <= 0) return;
+    this.reserve(this.length + count);
+    const { heads: H, headDim: D } = this.shape;
+    for (let l = 0; l < present.length; l++) {
+      const src = present[l]!;
+      for (let h = 0; h < H; h++) {
+        const s = ((row * H + h) * total + from) * D;
+        const d = (h * this.capacity + this.length) * D;
+        this.keys[l]!.set(src.key.subarray(s, s + count * D), d);
+        this.values[l]!.set(src.value.subarray(s, s + count * D), d);
+      }
+    }
+    this.length += count;
+  }
+
+  /** Copies slots `[from, to)` into row `row` of batch tensors `[B, H_kv, past, D]`. */
+  copyInto(dst: readonly LayerKV[], row: number, past: number, from = 0, to = this.length): void {
+    if (to <= from) return;
+    const { heads: H, headDim: D } = this.shape;
+    for (let l = 0; l < dst.length; l++) {
+      for (let h = 0; h < H; h++) {
+        const s = (h * this.capacity + from) * D;
+        const d = ((row * H + h) * past + from) * D;
+        dst[l]!.key.set(this.keys[l]!.subarray(s, s + (to - from) * D), d);
+        dst[l]!.value.set(this.values[l]!.subarray(s, s + (to - from) * D), d);
+      }
+    }
+  }
+
+  private reserve(needed: number): void {
+    if (needed <= this.capacity) return;
+    let capacity = this.capacity;
+    while (capacity < needed) capacity *= 2;
+    const { heads: H, headDim: D } = this.shape;
+    const grow = (old: Float32Array) => {
+      const next = new Float32Array(H * capacity * D);
+      for (let h = 0; h < H; h++) {
+        next.set(old.subarray(h * this.capacity * D, (h * this.capacity + this.length) * D), h * capacity * D);
+      }
+      return next;
+    };
+    this.keys = this.keys.map(grow);
+    this.values = this.values.map(grow);
+    this.capacity = capacity;
+  }
+}
+
+/**
+ * The batched past key/values fed to a forward. Between steps it is kept and patched in
+ * place: a row that committed a block gets only its new slots copied; the whole tensor is
+ * rebuilt only when the rows change or the longest past grows.
+ */
+export class BatchPast {
+  private members: SequenceKV[] = [];
+  private lengths: number[] = [];
+  private past = -1;
+  private layers: LayerKV[] = [];
+
+  constructor(private readonly shape: KVShape) {}
+
+  prepare(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[] } {
+    let past = 0;
+    for (const kv of rows) past = Math.max(past, kv.length);
+    const same =
+      past === this.past &&
+      rows.length === this.members.length &&
+      rows.every((kv, i) => kv === this.members[i] && kv.length >= this.lengths[i]!);
+    if (same) {
+      rows.forEach((kv, b) => {
+        if (kv.length !== this.lengths[b]) kv.copyInto(this.layers, b, past, this.lengths[b], kv.length);
+      });
+    } else {
+      const { layers: L, heads: H, headDim: D } = this.shape;
+      const size = rows.length * H * past * D;
+      this.layers = Array.from({ length: L }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
+      rows.forEach((kv, b) => kv.copyInto(this.layers, b, past));
+      this.members = [...rows];
+      this.past = past;
+    }
+    this.lengths = rows.map((kv) => kv.length);
+    return { past, layers: this.layers };
+  }
+
+  /** Forget the kept tensors (after a failed forward, whose rows are then run one by one). */
+  reset(): void {
+    this.members = [];
+    this.lengths = [];
+    this.past = -1;
+    this.layers = [];
+  }
+}

@@ -1,0 +1,242 @@
+import type { ForwardOutputs, KVShape } from "./forward.js";
+import { SequenceKV } from "./kv-cache.js";
+import { ReplyText, StopMatcher, withoutIncompleteTail } from "./reply-text.js";
+import { bannedTokens, chooseToUnmask, readoutGuess, selectToUnmask } from "./unmask.js";
+
+export type FinishReason = "stop" | "length";
+
+/** The model facts decoding needs (from config.json). */
+export interface DecodeModel {
+  blockSize: number;
+  maxPositions: number;
+  vocabSize: number;
+  maskTokenId: number;
+  eosTokenId: number;
+  padTokenId: number;
+  kvShape: KVShape;
+}
+
+export interface SequenceParams {
+  prompt: readonly number[];
+  /** Most reply tokens; the caller has applied the default, the cap and the context. */
+  maxTokens: number;
+  threshold: number;
+  stops: StopMatcher;
+  decode: (ids: readonly number[]) => string;
+}
+
+export interface BlockText {
+  /** Generation block the text was committed in, from 0. */
+  blockIndex: number;
+  text: string;
+}
+
+export interface Finished {
+  reason: FinishReason;
+  /** Tokens of the returned reply (after trimming the end of turn, a stop sequence, overshoot). */
+  completionTokens: number;
+  /** The last piece of text (what the earlier blocks held back, or the final block's text). */
+  last: BlockText;
+  /** The whole reply text, for logs and tests. */
+  text: string;
+  /** The reply's tokens after trimming. */
+  tokens: number[];
+}
+
+export interface StepResult {
+  /** Text of a block that has just been completed (possibly empty: held back). */
+  block?: BlockText;
+  finished?: Finished;
+}
+
+/**
+ * One reply being denoised (DESIGN.md §5). The prompt's complete blocks are prefilled into
+ * the KV cache; its tail shares the first generation block and is never masked. Each step
+ * the current block's masked positions are guessed and committed by the confidence rule.
+ * When a block has no mask left, the next step's row is that block's 64 clean tokens
+ * followed by the next block, all masked: one forward writes the clean KV and denoises.
+ */
+export class Sequence {
+  readonly kv: SequenceKV;
+  readonly promptLength: number;
+  /** Prompt tokens in complete blocks: prefilled, never part of a step row. */
+  readonly promptBlocks: number;
+  forwardPasses = 0;
+  done = false;
+
+  private readonly banned: Uint8Array;
+  private readonly text: ReplyText;
+  private blockStart: number;
+  private block: number[];
+  private masked: boolean[];
+  private pendingClean: number[] | null = null;
+  private readonly replyDone: number[] = [];
+  private blockIndex = 0;
+  private stopCheckedUpTo = 0;
+
+  constructor(
+    private readonly model: DecodeModel,
+    private readonly params: SequenceParams,
+  ) {
+    const { blockSize } = model;
+    const n = params.prompt.length;
+    if (n >= model.maxPositions) throw new Error("prompt fills the context");
+    this.promptLength = n;
+    this.promptBlocks = Math.floor(n / blockSize) * blockSize;
+    this.kv = new SequenceKV(model.kvShape, Math.min(model.maxPositions, this.promptBlocks + 4 * blockSize));
+    this.banned = bannedTokens(model.vocabSize, [model.maskTokenId, model.padTokenId]);
+    this.text = new ReplyText(params.decode, params.stops);
+    this.blockStart = this.promptBlocks;
+    this.block = [];
+    this.masked = [];
+    this.openBlock(params.prompt.slice(this.promptBlocks));
+  }
+
+  /** The next prompt tokens to prefill: whole blocks, at most `chunk` tokens (at least one block). */
+  prefillChunk(chunk: number): number[] {
+    const { blockSize } = this.model;
+    const from = this.kv.length;
+    const to = Math.min(this.promptBlocks, from + Math.max(blockSize, Math.floor(chunk / blockSize) * blockSize));
+    return this.params.prompt.slice(from, to) as number[];
+  }
+
+  get prefilled(): boolean {
+    return this.kv.length >= this.promptBlocks;
+  }
+
+  /** Stores the present KV of a prefill row of `count` tokens. */
+  applyPrefill(out: ForwardOutputs, row: number, past: number, seq: number, count: number): void {
+    this.kv.append(out.present!, row, past + seq, past, count);
+  }
+
+  /** The current tokens of this sequence's next denoising row. */
+  stepTokens(): number[] {
+    return this.pendingClean === null ? this.block : [...this.pendingClean, ...this.block];
+  }
+
+  /** Whether the next step writes a committed block's KV (needs the present outputs). */
+  get commitsBlock(): boolean {
+    return this.pendingClean !== null;
+  }
+
+  /** The current block, for inspection: absolute start position, tokens, masked flags. */
+  currentBlock(): { start: number; tokens: readonly number[]; masked: readonly boolean[] } {
+    return { start: this.blockStart, tokens: [...this.block], masked: [...this.masked] };
+  }
+
+  /** Applies a forward's output (readout or logits) to this sequence: row `row` of a forward of shape P, S. */
+  applyStep(out: ForwardOutputs, row: number, past: number, seq: number): StepResult {
+    const { blockSize } = this.model;
+    let offset = row * seq;
+    if (this.pendingClean !== null) {
+      this.kv.append(out.present!, row, past + seq, past, this.pendingClean.length);
+      offset += this.pendingClean.length;
+      this.pendingClean = null;
+    }
+    for (const g of this.choose(out, offset)) {
+      this.block[g.index] = g.token;
+      this.masked[g.index] = false;
+    }
+    const finished = this.checkFinished();
+    if (finished !== undefined) return { finished };
+
+    if (this.masked.includes(true)) return {};
+    // The block is complete.
+    const firstReply = Math.max(0, this.promptLength - this.blockStart);
+    for (let j = firstReply; j < this.block.length; j++) this.replyDone.push(this.block[j]!);
+    const block: BlockText = { blockIndex: this.blockIndex, text: this.text.blockDelta(this.replyDone) };
+    if (this.blockStart + this.block.length >= this.model.maxPositions) {
+      return { block, finished: this.finish("length", this.replyDone.length) };
+    }
+    this.pendingClean = this.block;
+    this.blockStart += blockSize;
+    this.blockIndex++;
+    this.openBlock([]);
+    return { block };
+  }
+
+  /** The confidence rule over the masked positions; `offset` is the block's first slot in the output. */
+  private choose(out: ForwardOutputs, offset: number): { index: number; token: number }[] {
+    const masked: number[] = [];
+    for (let j = 0; j < this.block.length; j++) if (this.masked[j]) masked.push(j);
+    const readout = out.readout;
+    if (readout !== undefined) {
+      return chooseToUnmask(
+        masked.map((j) => readoutGuess(readout, offset + j, j)),
+        this.params.threshold,
+      );
+    }
+    // A model without the in-graph readout: the same rule from the logits, in JS.
+    const V = this.model.vocabSize;
+    const offsets = masked.map((j) => (offset + j) * V);
+    return selectToUnmask(out.logits!, offsets, masked, V, this.banned, this.params.threshold);
+  }
+
+  private openBlock(fixed: readonly number[]): void {
+    const length = Math.min(this.model.blockSize, this.model.maxPositions - this.blockStart);
+    this.block = new Array<number>(length).fill(this.model.maskTokenId);
+    this.masked = new Array<boolean>(length).fill(true);
+    for (let j = 0; j < fixed.length; j++) {
+      this.block[j] = fixed[j]!;
+      this.masked[j] = false;
+    }
+  }
+
+  /** Reply tokens `[0, end)`: the completed blocks, then the current one. */
+  private reply(end: number): number[] {
+    if (end <= this.replyDone.length) return this.replyDone.slice(0, end);
+    const firstReply = Math.max(0, this.promptLength - this.blockStart);
+    return [...this.replyDone, ...this.block.slice(firstReply, firstReply + end - this.replyDone.length)];
+  }
+
+  /** End of turn, stop sequence or max_tokens, each once nothing before it is masked. */
+  private checkFinished(): Finished | undefined {
+    const firstReply = Math.max(0, this.promptLength - this.blockStart);
+    let contiguous = this.replyDone.length;
+    let eos: number | undefined;
+    for (let j = firstReply; j < this.block.length && !this.masked[j]; j++) {
+      if (eos === undefined && this.block[j] === this.model.eosTokenId) eos = contiguous;
+      contiguous++;
+    }
+    const limit = Math.min(contiguous, this.params.maxTokens, eos ?? Infinity);
+
+    const stops = this.params.stops;
+    if (!stops.empty && limit > this.stopCheckedUpTo) {
+      // Only text that includes new tokens can hold a new match; earlier text was checked.
+      const from = Math.max(0, this.stopCheckedUpTo - (4 * stops.maxLength + 8));
+      const window = this.params.decode(this.reply(limit).slice(from));
+      this.stopCheckedUpTo = limit;
+      if (stops.find(window) !== undefined) return this.finishAtStop(limit);
+    }
+    if (eos !== undefined && eos < this.params.maxTokens) return this.finish("stop", eos);
+    if (contiguous >= this.params.maxTokens) return this.finish("length", this.params.maxTokens);
+    return undefined;
+  }
+
+  private finish(reason: FinishReason, end: number): Finished {
+    this.done = true;
+    const tokens = this.reply(end);
+    const text = this.params.decode(tokens);
+    return { reason, completionTokens: end, last: this.lastPiece(text), text, tokens };
+  }
+
+  private finishAtStop(limit: number): Finished {
+    this.done = true;
+    const all = this.reply(limit);
+    const match = this.params.stops.find(this.params.decode(all))!;
+    const text = this.params.decode(all).slice(0, match.start);
+    // The fewest tokens whose text covers what is returned.
+    let lo = 0;
+    let hi = limit;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (withoutIncompleteTail(this.params.decode(all.slice(0, mid))).length >= match.start) hi = mid;
+      else lo = mid + 1;
+    }
+    return { reason: "stop", completionTokens: lo, last: this.lastPiece(text), text, tokens: all.slice(0, lo) };
+  }
+
+  private lastPiece(text: string): BlockText {
+    return { blockIndex: this.blockIndex, text: this.text.finalDelta(text) };
+  }
+}

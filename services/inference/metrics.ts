@@ -1,0 +1,72 @@
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+
+/** The inference engine's Prometheus metrics, registered on the registry passed in. */
+export interface EngineMetrics {
+  /** phase: `prefill` (prompt or Score prefix blocks), `denoise` (generation steps), `score` (Score readouts). */
+  forwardPasses: Counter<"model" | "phase">;
+  generatedTokens: Counter<"model">;
+  slotsBusy: Gauge<"model">;
+  requestDuration: Histogram<"model">;
+  timeToFirstBlock: Histogram<"model">;
+}
+
+const LATENCY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+/** Creates the metrics, or returns the ones already registered under the same names. */
+export function engineMetrics(registry: Registry): EngineMetrics {
+  const reuse = <M>(name: string, make: () => M): M => (registry.getSingleMetric(name) as M | undefined) ?? make();
+  return {
+    forwardPasses: reuse(
+      "tessera_forward_passes_total",
+      () =>
+        new Counter({
+          name: "tessera_forward_passes_total",
+          help: "Model forward passes, by model and phase (prefill, denoise, score).",
+          labelNames: ["model", "phase"],
+          registers: [registry],
+        }),
+    ),
+    generatedTokens: reuse(
+      "tessera_generated_tokens_total",
+      () =>
+        new Counter({
+          name: "tessera_generated_tokens_total",
+          help: "Reply tokens generated (after trimming), by model.",
+          labelNames: ["model"],
+          registers: [registry],
+        }),
+    ),
+    slotsBusy: reuse(
+      "tessera_generation_slots_busy",
+      () =>
+        new Gauge({
+          name: "tessera_generation_slots_busy",
+          help: "Generation slots in use, by model.",
+          labelNames: ["model"],
+          registers: [registry],
+        }),
+    ),
+    requestDuration: reuse(
+      "tessera_inference_request_duration_seconds",
+      () =>
+        new Histogram({
+          name: "tessera_inference_request_duration_seconds",
+          help: "Time from a Generate request's arrival (queue wait included) to its last event, by model.",
+          labelNames: ["model"],
+          buckets: LATENCY_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+    timeToFirstBlock: reuse(
+      "tessera_time_to_first_block_seconds",
+      () =>
+        new Histogram({
+          name: "tessera_time_to_first_block_seconds",
+          help: "Time from a Generate request's arrival to its first committed block, by model.",
+          labelNames: ["model"],
+          buckets: LATENCY_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+  };
+}

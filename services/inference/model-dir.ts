@@ -1,0 +1,158 @@
+import { existsSync } from "node:fs";
+import { copyFile, link, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { Template } from "@huggingface/jinja";
+import type { JsonObject } from "@bufbuild/protobuf";
+import type * as ort from "onnxruntime-node";
+import type { Logger } from "../../lib/logger.js";
+import type { ChatTemplateVariables } from "./chat-prompt.js";
+import { parseModelConfig, type ModelConfig } from "./model-config.js";
+import { usesExternalData, withReadout } from "./onnx-readout.js";
+import { openSession, type ExecutionProvider } from "./onnx-session.js";
+import { createTextTokenizer, type TextTokenizer } from "./tokenizer.js";
+
+/** A model directory loaded into memory (docs/model-contract.md). */
+export interface ModelDir {
+  dir: string;
+  config: ModelConfig;
+  tokenizer: TextTokenizer;
+  renderChat(variables: ChatTemplateVariables): string;
+  /** decision.json, when the directory has one. */
+  decision: JsonObject | undefined;
+  session: ort.InferenceSession;
+  executionProviders: ExecutionProvider[];
+  /** Whether the session has the in-graph greedy readout (onnx-readout.ts). */
+  readout: boolean;
+  /** Releases the session (and any staged copy of the model). */
+  close(): Promise<void>;
+}
+
+export interface LoadModelDirOptions {
+  executionProviders?: readonly ExecutionProvider[];
+  intraOpThreads?: number;
+  logger?: Logger;
+}
+
+async function readJson(file: string): Promise<unknown> {
+  try {
+    return JSON.parse(await readFile(file, "utf8"));
+  } catch (err) {
+    throw new Error(`cannot read ${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+export async function loadModelDir(dir: string, options: LoadModelDirOptions = {}): Promise<ModelDir> {
+  const root = path.resolve(dir);
+  const config = parseModelConfig(await readJson(path.join(root, "config.json")), path.join(root, "config.json"));
+  const tokenizerJson = (await readJson(path.join(root, "tokenizer.json"))) as object;
+  const tokenizerConfig = (await readJson(path.join(root, "tokenizer_config.json"))) as Record<string, unknown>;
+  const tokenizer = createTextTokenizer(tokenizerJson, tokenizerConfig);
+
+  const templateSource = tokenizerConfig.chat_template;
+  if (typeof templateSource !== "string" || templateSource === "") {
+    throw new Error(`${path.join(root, "tokenizer_config.json")}: "chat_template" is missing`);
+  }
+  const template = new Template(templateSource);
+  for (const [name, id] of [
+    ["<|mask|>", config.maskTokenId],
+    ["<|im_end|>", config.eosTokenId],
+  ] as const) {
+    const found = tokenizer.tokenId(name);
+    if (found !== undefined && found !== id) throw new Error(`${root}: config.json says ${name} is ${id}, the tokenizer says ${found}`);
+  }
+
+  const decisionFile = path.join(root, "decision.json");
+  let decision: JsonObject | undefined;
+  if (existsSync(decisionFile)) {
+    const raw = await readJson(decisionFile);
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new Error(`${decisionFile}: expected a JSON object`);
+    decision = raw as JsonObject;
+  }
+
+  const onnxPath = path.join(root, config.onnxFile);
+  const staged = await withReadoutSource(onnxPath, config);
+  let opened;
+  try {
+    opened = await openSession(staged.source, {
+      ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
+      ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
+      ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    });
+  } finally {
+    // ONNX Runtime has read the model (and mapped or read its external data) by now.
+    await staged.cleanup();
+  }
+  const { session, executionProviders } = opened;
+  checkSessionIO(session, config, root);
+  if (!staged.readout) options.logger?.warn({ onnxPath }, "model opset < 13: the greedy readout runs in JS from the logits");
+
+  return {
+    dir: root,
+    config,
+    tokenizer,
+    renderChat: (variables) => template.render(variables as unknown as Record<string, unknown>),
+    decision,
+    session,
+    executionProviders,
+    readout: staged.readout,
+    close: () => session.release(),
+  };
+}
+
+/**
+ * The model with the greedy readout added (onnx-readout.ts): in memory, or, when its weights
+ * live in external files, as a file that ONNX Runtime accepts (it resolves external data
+ * next to the model file and refuses paths that leave that directory, links included):
+ * in a temporary directory beside hard links to the model's files; else beside the original
+ * (a hidden file, removed once loaded); else beside copies. The original file when the
+ * readout cannot be added.
+ */
+async function withReadoutSource(
+  onnxPath: string,
+  config: ModelConfig,
+): Promise<{ source: string | Uint8Array; readout: boolean; cleanup: () => Promise<void> }> {
+  const none = async () => {};
+  const bytes = await readFile(onnxPath);
+  const augmented = withReadout(bytes, config.vocabSize, [config.maskTokenId, config.padTokenId]);
+  if (augmented === undefined) return { source: onnxPath, readout: false, cleanup: none };
+  if (!usesExternalData(bytes)) return { source: augmented, readout: true, cleanup: none };
+
+  const dir = path.dirname(onnxPath);
+  const name = path.basename(onnxPath);
+  const files = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() && e.name !== name).map((e) => e.name);
+  const staged = await mkdtemp(path.join(os.tmpdir(), "tessera-model-"));
+  const removeStaged = () => rm(staged, { recursive: true, force: true });
+  try {
+    for (const file of files) await link(path.join(dir, file), path.join(staged, file));
+  } catch {
+    await removeStaged();
+    const beside = path.join(dir, `.${name}.readout-${process.pid}-${Date.now()}.onnx`);
+    try {
+      await writeFile(beside, augmented, { flag: "wx" });
+      return { source: beside, readout: true, cleanup: () => rm(beside, { force: true }) };
+    } catch {
+      await mkdir(staged, { recursive: true });
+      for (const file of files) await copyFile(path.join(dir, file), path.join(staged, file));
+    }
+  }
+  await writeFile(path.join(staged, name), augmented);
+  return { source: path.join(staged, name), readout: true, cleanup: removeStaged };
+}
+
+/** The ONNX inputs and outputs the engine feeds and reads must all be there. */
+function checkSessionIO(session: ort.InferenceSession, config: ModelConfig, root: string): void {
+  const inputs = ["input_ids", "position_ids", "attention_mask"];
+  const outputs = ["logits"];
+  for (let l = 0; l < config.numLayers; l++) {
+    inputs.push(`past_key_values.${l}.key`, `past_key_values.${l}.value`);
+    outputs.push(`present.${l}.key`, `present.${l}.value`);
+  }
+  const missing = [
+    ...inputs.filter((n) => !session.inputNames.includes(n)),
+    ...outputs.filter((n) => !session.outputNames.includes(n)),
+  ];
+  if (missing.length > 0) {
+    throw new Error(`${path.join(root, config.onnxFile)} does not follow the model contract: missing ${missing.join(", ")}`);
+  }
+}

@@ -1,0 +1,109 @@
+import path from "node:path";
+import type { Registry } from "prom-client";
+import type { Logger } from "../../lib/logger.js";
+import type { ForwardRunner } from "./decoder/forward.js";
+import { createModelEngine, type ModelEngine } from "./engine.js";
+import { engineMetrics } from "./metrics.js";
+import { loadModelDir } from "./model-dir.js";
+import type { ExecutionProvider } from "./onnx-session.js";
+
+export interface ModelPoolOptions {
+  /** Serving ids and their model directories; ids that share a directory share one engine. */
+  models: readonly { servingId: string; dir: string }[];
+  /** Generation slots per loaded model. */
+  slots: number;
+  /** Wait queue per loaded model; a request finding slots and queue full is refused. */
+  queue: number;
+  intraOpThreads?: number;
+  executionProviders?: readonly ExecutionProvider[];
+  /** Confidence threshold of the unmasking rule (default 0.9). */
+  threshold?: number;
+  /** Most prompt tokens per prefill forward (default 2048). */
+  prefillChunk?: number;
+  logger?: Logger;
+  metrics?: Registry;
+  /** Wraps each model's runner (tests: count rows, inject failures). */
+  wrapRunner?: (runner: ForwardRunner, engineName: string) => ForwardRunner;
+}
+
+/** The models one inference worker serves. */
+export interface ModelPool {
+  readonly servingIds: string[];
+  readonly slotsTotal: number;
+  slotsFree(): number;
+  /** The engine serving this id, or undefined. */
+  engine(servingId: string): ModelEngine | undefined;
+  readonly engines: readonly ModelEngine[];
+  /** Refuses new work, cancels what is running, releases the sessions. */
+  close(): Promise<void>;
+}
+
+export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPool> {
+  if (options.models.length === 0) throw new Error("no models to serve");
+  const metrics = options.metrics !== undefined ? engineMetrics(options.metrics) : undefined;
+
+  const byDir = new Map<string, string[]>();
+  for (const { servingId, dir } of options.models) {
+    const key = path.resolve(dir);
+    byDir.set(key, [...(byDir.get(key) ?? []), servingId]);
+  }
+
+  const engines: ModelEngine[] = [];
+  const byId = new Map<string, ModelEngine>();
+  const names = new Set<string>();
+  try {
+    for (const [dir, servingIds] of byDir) {
+      let name = path.basename(dir);
+      for (let n = 2; names.has(name); n++) name = `${path.basename(dir)}-${n}`;
+      names.add(name);
+      const started = performance.now();
+      const model = await loadModelDir(dir, {
+        ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
+        ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
+        ...(options.logger !== undefined ? { logger: options.logger } : {}),
+      });
+      const wrap = options.wrapRunner;
+      const engine = createModelEngine({
+        name,
+        servingIds,
+        model,
+        slots: options.slots,
+        queue: options.queue,
+        ...(options.threshold !== undefined ? { threshold: options.threshold } : {}),
+        ...(options.prefillChunk !== undefined ? { prefillChunk: options.prefillChunk } : {}),
+        ...(metrics !== undefined ? { metrics } : {}),
+        ...(options.logger !== undefined ? { logger: options.logger } : {}),
+        ...(wrap !== undefined ? { wrapRunner: (r: ForwardRunner) => wrap(r, name) } : {}),
+      });
+      engines.push(engine);
+      for (const id of servingIds) {
+        if (byId.has(id)) throw new Error(`serving id "${id}" is configured twice`);
+        byId.set(id, engine);
+      }
+      options.logger?.info(
+        {
+          model: name,
+          servingIds,
+          dir,
+          executionProviders: model.executionProviders,
+          loadMs: Math.round(performance.now() - started),
+        },
+        "model loaded",
+      );
+    }
+  } catch (err) {
+    await Promise.all(engines.map((e) => e.close()));
+    throw err;
+  }
+
+  return {
+    servingIds: [...byId.keys()],
+    slotsTotal: engines.reduce((sum, e) => sum + e.scheduler.slots.total, 0),
+    slotsFree: () => engines.reduce((sum, e) => sum + e.scheduler.slots.free, 0),
+    engine: (id) => byId.get(id),
+    engines,
+    close: async () => {
+      await Promise.all(engines.map((e) => e.close()));
+    },
+  };
+}

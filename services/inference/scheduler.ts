@@ -1,0 +1,263 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "../../lib/logger.js";
+import { BatchBuilder, type BatchRow } from "./decoder/batch.js";
+import type { ForwardOutputs, ForwardRunner } from "./decoder/forward.js";
+import { Sequence, type BlockText, type DecodeModel, type Finished, type SequenceParams } from "./decoder/sequence.js";
+import { EventChannel } from "./event-channel.js";
+import type { EngineMetrics } from "./metrics.js";
+import { canceled, SlotPool } from "./slots.js";
+
+export type GenerationEvent =
+  | { type: "block"; block: BlockText }
+  | { type: "finished"; finished: Finished; forwardPasses: number };
+
+export interface SchedulerOptions {
+  /** Model label for metrics and messages. */
+  name: string;
+  model: DecodeModel;
+  /** Serialized runner shared with Score. */
+  runner: ForwardRunner;
+  slots: number;
+  queue: number;
+  /** Most prompt tokens per prefill forward (rounded to whole blocks). Default 2048. */
+  prefillChunk?: number;
+  metrics?: EngineMetrics;
+  logger?: Logger;
+  clock?: () => number;
+}
+
+interface Entry {
+  seq: Sequence;
+  channel: EventChannel<GenerationEvent>;
+  cancelled: boolean;
+  /** What a cancelled sequence's consumer gets. */
+  cancelError: ConnectError;
+  failed: boolean;
+  arrivedAt: number;
+  admittedAt: number;
+  sawBlock: boolean;
+  detach: () => void;
+}
+
+/**
+ * Runs the generations of one model: N slots, a bounded wait queue and one step loop. Each
+ * step batches the current block of every active sequence into ONE forward (rows padded to
+ * a common P and S). A cancelled sequence leaves at the end of the step it is in and frees
+ * its slot; a forward that throws is retried row by row, so only the failing sequence ends
+ * (Unavailable) and the others go on.
+ */
+export class Scheduler {
+  readonly slots: SlotPool;
+  private readonly active: Entry[] = [];
+  private readonly builder: BatchBuilder;
+  private readonly prefillChunk: number;
+  private readonly now: () => number;
+  private running = false;
+  private closed = false;
+  private loopDone: Promise<void> = Promise.resolve();
+
+  constructor(private readonly options: SchedulerOptions) {
+    const { model } = options;
+    this.builder = new BatchBuilder(model.kvShape, model.blockSize, model.padTokenId);
+    // Whole blocks only: a block's KV is exact only when the whole block was in one forward.
+    const chunk = options.prefillChunk ?? 2048;
+    this.prefillChunk = Math.max(model.blockSize, Math.floor(chunk / model.blockSize) * model.blockSize);
+    this.now = options.clock ?? (() => performance.now() / 1000);
+    this.slots = new SlotPool(options.name, options.slots, options.queue, (busy) =>
+      options.metrics?.slotsBusy.set({ model: options.name }, busy),
+    );
+  }
+
+  /**
+   * Waits for a slot (or refuses: Overloaded), then starts decoding. The events end with
+   * `finished`; the iteration throws Unavailable if the model failed on this sequence and
+   * Canceled if `signal` aborted. Leaving the iteration early cancels the sequence.
+   */
+  async generate(params: SequenceParams, signal?: AbortSignal): Promise<AsyncIterable<GenerationEvent>> {
+    const arrivedAt = this.now();
+    if (this.closed) throw shuttingDown(this.options.name);
+    await this.slots.acquire(signal);
+    let entry: Entry;
+    try {
+      const seq = new Sequence(this.options.model, params);
+      const cancel = () => {
+        entry.cancelled = true;
+      };
+      signal?.addEventListener("abort", cancel, { once: true });
+      entry = {
+        seq,
+        channel: new EventChannel<GenerationEvent>(cancel),
+        cancelled: signal?.aborted ?? false,
+        cancelError: canceled(),
+        failed: false,
+        arrivedAt,
+        admittedAt: this.now(),
+        sawBlock: false,
+        detach: () => signal?.removeEventListener("abort", cancel),
+      };
+    } catch (err) {
+      this.slots.release();
+      throw err;
+    }
+    this.active.push(entry);
+    this.kick();
+    return entry.channel;
+  }
+
+  /** Runs `work` while holding one of this model's slots (Score uses the same admission). */
+  async withSlot<T>(signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+    if (this.closed) throw shuttingDown(this.options.name);
+    await this.slots.acquire(signal);
+    const start = this.now();
+    try {
+      return await work();
+    } finally {
+      this.slots.release(this.now() - start);
+    }
+  }
+
+  /** Sequences being decoded now. */
+  get activeCount(): number {
+    return this.active.length;
+  }
+
+  /** Refuses new work, ends waiting and running sequences (Unavailable), waits for the loop. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.slots.rejectWaiting(shuttingDown(this.options.name));
+    for (const entry of this.active) {
+      entry.cancelled = true;
+      entry.cancelError = shuttingDown(this.options.name);
+    }
+    await this.loopDone;
+  }
+
+  private kick(): void {
+    if (this.running) return;
+    this.running = true;
+    // Started on the next turn of the event loop, so requests arriving together share the first step.
+    this.loopDone = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.loop())
+      .finally(() => {
+        this.running = false;
+        if (this.active.length > 0) this.kick();
+      });
+  }
+
+  private async loop(): Promise<void> {
+    while (this.active.length > 0) {
+      try {
+        this.reap();
+        for (const entry of this.active.filter((e) => !e.seq.prefilled)) await this.prefill(entry);
+        this.reap();
+        const ready = this.active.filter((e) => e.seq.prefilled);
+        if (ready.length > 0) await this.step(ready);
+        this.reap();
+      } catch (err) {
+        // A bug, not a model failure: end what is running rather than hang it.
+        this.builder.reset();
+        for (const entry of this.active) if (!entry.failed && !entry.seq.done) this.fail(entry, err);
+        this.reap();
+      }
+    }
+  }
+
+  /** One prefill forward (at most `prefillChunk` prompt tokens) for a new sequence. */
+  private async prefill(entry: Entry): Promise<void> {
+    if (entry.cancelled) return;
+    const seq = entry.seq;
+    const tokens = seq.prefillChunk(this.prefillChunk);
+    const builder = new BatchBuilder(this.options.model.kvShape, this.options.model.blockSize, this.options.model.padTokenId);
+    const inputs = builder.build([{ kv: seq.kv, tokens }]);
+    try {
+      const out = await this.options.runner.run(inputs, { present: true, output: "readout" });
+      this.countForward("prefill");
+      seq.forwardPasses++;
+      seq.applyPrefill(out, 0, inputs.past, inputs.seq, tokens.length);
+    } catch (err) {
+      this.fail(entry, err);
+    }
+  }
+
+  private async step(entries: Entry[]): Promise<void> {
+    const rows: BatchRow[] = entries.map((e) => ({ kv: e.seq.kv, tokens: e.seq.stepTokens() }));
+    const inputs = this.builder.build(rows);
+    let out: ForwardOutputs;
+    try {
+      out = await this.options.runner.run(inputs, { present: entries.some((e) => e.seq.commitsBlock), output: "readout" });
+    } catch (err) {
+      this.builder.reset();
+      this.options.logger?.warn({ err, model: this.options.name, rows: entries.length }, "batched forward failed; retrying row by row");
+      for (const entry of entries) await this.stepAlone(entry);
+      return;
+    }
+    this.countForward("denoise");
+    entries.forEach((entry, b) => this.apply(entry, out, b, inputs.past, inputs.seq));
+  }
+
+  private async stepAlone(entry: Entry): Promise<void> {
+    if (entry.cancelled) return;
+    const { model } = this.options;
+    const builder = new BatchBuilder(model.kvShape, model.blockSize, model.padTokenId);
+    const inputs = builder.build([{ kv: entry.seq.kv, tokens: entry.seq.stepTokens() }]);
+    try {
+      const out = await this.options.runner.run(inputs, { present: entry.seq.commitsBlock, output: "readout" });
+      this.countForward("denoise");
+      this.apply(entry, out, 0, inputs.past, inputs.seq);
+    } catch (err) {
+      this.fail(entry, err);
+    }
+  }
+
+  private apply(entry: Entry, out: ForwardOutputs, row: number, past: number, seq: number): void {
+    if (entry.cancelled || entry.failed) return;
+    entry.seq.forwardPasses++;
+    let result;
+    try {
+      result = entry.seq.applyStep(out, row, past, seq);
+    } catch (err) {
+      this.fail(entry, err);
+      return;
+    }
+    if (!entry.sawBlock && (result.block !== undefined || result.finished !== undefined)) {
+      // The first committed block, or the end of a reply shorter than one block.
+      entry.sawBlock = true;
+      this.options.metrics?.timeToFirstBlock.observe({ model: this.options.name }, this.now() - entry.arrivedAt);
+    }
+    if (result.block !== undefined) entry.channel.push({ type: "block", block: result.block });
+    if (result.finished !== undefined) {
+      const { metrics, name } = this.options;
+      metrics?.generatedTokens.inc({ model: name }, result.finished.completionTokens);
+      metrics?.requestDuration.observe({ model: name }, this.now() - entry.arrivedAt);
+      entry.channel.push({ type: "finished", finished: result.finished, forwardPasses: entry.seq.forwardPasses });
+      entry.channel.end();
+    }
+  }
+
+  private fail(entry: Entry, err: unknown): void {
+    entry.failed = true;
+    this.options.logger?.error({ err, model: this.options.name }, "model forward failed for a sequence");
+    const message = err instanceof Error ? err.message : String(err);
+    entry.channel.fail(new ConnectError(`model "${this.options.name}" failed on this request: ${message}`, Code.Unavailable));
+  }
+
+  /** Removes finished, failed and cancelled sequences and frees their slots. */
+  private reap(): void {
+    for (let i = this.active.length - 1; i >= 0; i--) {
+      const entry = this.active[i]!;
+      if (!entry.seq.done && !entry.failed && !entry.cancelled) continue;
+      this.active.splice(i, 1);
+      entry.detach();
+      if (entry.cancelled && !entry.seq.done && !entry.failed) entry.channel.fail(entry.cancelError);
+      this.slots.release(this.now() - entry.admittedAt);
+    }
+  }
+
+  private countForward(phase: "prefill" | "denoise"): void {
+    this.options.metrics?.forwardPasses.inc({ model: this.options.name, phase });
+  }
+}
+
+function shuttingDown(name: string): ConnectError {
+  return new ConnectError(`model "${name}" is shutting down`, Code.Unavailable);
+}

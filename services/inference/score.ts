@@ -1,0 +1,189 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { BatchBuilder, type BatchRow } from "./decoder/batch.js";
+import { SequenceKV } from "./decoder/kv-cache.js";
+import type { ModelEngine } from "./engine.js";
+import { canceled } from "./slots.js";
+
+export interface ScoreInput {
+  prefix: string;
+  suffixes: readonly { text: string; labels: readonly string[] }[];
+}
+
+export interface SuffixResult {
+  /**
+   * One value per label: the raw logit at the answer slot when every label of the suffix is
+   * a single token, otherwise the label's log-probability (sum over its tokens).
+   */
+  logits: number[];
+  /** Tokens of the suffix, the answer slot included. */
+  suffixTokens: number;
+}
+
+export interface ScoreOutput {
+  results: SuffixResult[];
+  prefixTokens: number;
+  /** The prefix once plus every suffix (answer slot included). */
+  inputTokens: number;
+}
+
+/** Most prefix tokens per prefill forward (whole blocks). */
+const PREFILL_CHUNK = 2048;
+
+/** Floats a readout forward may allocate (logits + mask + past copies), about 192 MB. */
+const FORWARD_BUDGET = 48 * 1024 * 1024;
+
+interface Read {
+  suffix: number;
+  label: number;
+  /** Position of the slot within the row's tokens. */
+  at: number;
+  token: number;
+}
+
+interface ReadoutRow {
+  tokens: number[];
+  reads: Read[];
+}
+
+const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+
+/**
+ * The decision readout (DESIGN.md §6). The prefix's complete blocks are computed once; then
+ * each suffix is a row of its own — the prefix's tail, the suffix, one `<|mask|>` answer
+ * slot — and one batched forward gives the logits of every suffix's labels at its slot.
+ *
+ * Each row is tokenized as prefix + suffix in one piece (exactly the prompt the model was
+ * trained on) and only the complete blocks that every row shares token for token with the
+ * prefix are reused, so the readout equals a full recomputation of each prompt.
+ *
+ * Multi-token labels use the chain rule, filled left to right with masks after:
+ * log P(t1..tm) = Σ_k log p(t_k | prompt, t1..t(k-1), <|mask|> × (m-k+1)), reading slot k.
+ * The answer span keeps its full length m, masked where not yet filled, as a block-diffusion
+ * model denoises it; each (filled part, m) row is computed once and shared by the labels
+ * that need it, all in the same batched forward. With any multi-token label in a suffix,
+ * that suffix's values are log-probabilities (single-token labels included: log-softmax at
+ * the one-mask slot), so they compare on one scale.
+ */
+export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, signal?: AbortSignal): Promise<ScoreOutput> {
+  const { tokenizer } = engine.model;
+  const { blockSize, maxPositions, maskTokenId, vocabSize: V } = engine.decode;
+  if (input.suffixes.length === 0) throw invalid("at least one suffix is required");
+
+  const prefixIds = tokenizer.encode(input.prefix);
+  const fulls = input.suffixes.map((s) => tokenizer.encode(input.prefix + s.text));
+  let shared = Math.floor(prefixIds.length / blockSize) * blockSize;
+  for (const full of fulls) shared = Math.min(shared, Math.floor(commonPrefix(full, prefixIds) / blockSize) * blockSize);
+
+  const rows = new Map<string, ReadoutRow>();
+  const singleOnly: boolean[] = [];
+  input.suffixes.forEach((suffix, i) => {
+    if (suffix.labels.length === 0) throw invalid(`suffixes[${i}] has no labels`);
+    const base = fulls[i]!.slice(shared);
+    const labels = suffix.labels.map((label, j) => {
+      const ids = tokenizer.encode(label);
+      if (ids.length === 0) throw invalid(`suffixes[${i}].labels[${j}] is empty`);
+      return ids;
+    });
+    singleOnly.push(labels.every((ids) => ids.length === 1));
+    const longest = Math.max(...labels.map((ids) => ids.length));
+    if (shared + base.length + longest > maxPositions) {
+      throw invalid(
+        `prompt too long: ${fulls[i]!.length + longest} tokens with the answer slot, the model's context is ${maxPositions}`,
+      );
+    }
+    labels.forEach((ids, j) => {
+      for (let k = 0; k < ids.length; k++) {
+        const key = `${i}|${ids.length}|${ids.slice(0, k).join(",")}`;
+        let row = rows.get(key);
+        if (row === undefined) {
+          const masks = new Array<number>(ids.length - k).fill(maskTokenId);
+          row = { tokens: [...base, ...ids.slice(0, k), ...masks], reads: [] };
+          rows.set(key, row);
+        }
+        row.reads.push({ suffix: i, label: j, at: base.length + k, token: ids[k]! });
+      }
+    });
+  });
+
+  return engine.scheduler.withSlot(signal, async () => {
+    const kv = new SequenceKV(engine.decode.kvShape, Math.max(shared, 1));
+    const builder = new BatchBuilder(engine.decode.kvShape, blockSize, engine.decode.padTokenId);
+    const chunk = Math.max(blockSize, Math.floor(PREFILL_CHUNK / blockSize) * blockSize);
+    while (kv.length < shared) {
+      if (signal?.aborted) throw canceled();
+      const tokens = prefixIds.slice(kv.length, Math.min(shared, kv.length + chunk));
+      const inputs = builder.build([{ kv, tokens }]);
+      const out = await runModel(engine, () => engine.runner.run(inputs, { present: true, output: "readout" }));
+      engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "prefill" });
+      kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, tokens.length);
+    }
+
+    const values = input.suffixes.map((s) => new Array<number>(s.labels.length).fill(0));
+    for (const batch of chunks([...rows.values()], shared, engine)) {
+      if (signal?.aborted) throw canceled();
+      const inputs = builder.build(batch.map((r): BatchRow => ({ kv, tokens: r.tokens })));
+      const out = await runModel(engine, () => engine.runner.run(inputs, { present: false, output: "logits" }));
+      engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "score" });
+      batch.forEach((row, b) => {
+        for (const read of row.reads) {
+          const offset = (b * inputs.seq + read.at) * V;
+          const logits = out.logits!;
+          const logit = logits[offset + read.token]!;
+          values[read.suffix]![read.label]! += singleOnly[read.suffix] ? logit : logit - logSumExp(logits, offset, V);
+        }
+      });
+    }
+
+    const results = input.suffixes.map((_, i) => ({
+      logits: values[i]!,
+      suffixTokens: Math.max(1, fulls[i]!.length - prefixIds.length + 1),
+    }));
+    const inputTokens = prefixIds.length + results.reduce((sum, r) => sum + r.suffixTokens, 0);
+    return { results, prefixTokens: prefixIds.length, inputTokens };
+  });
+}
+
+async function runModel<T>(engine: ModelEngine, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    throw new ConnectError(`model "${engine.name}" failed on this request: ${message}`, Code.Unavailable);
+  }
+}
+
+/** Rows grouped so that one forward stays within FORWARD_BUDGET; usually all in one. */
+function* chunks(rows: ReadoutRow[], past: number, engine: ModelEngine): Generator<ReadoutRow[]> {
+  const { vocabSize: V, kvShape } = engine.decode;
+  const kvPerRow = 2 * kvShape.layers * kvShape.heads * kvShape.headDim * past;
+  rows.sort((a, b) => b.tokens.length - a.tokens.length);
+  let batch: ReadoutRow[] = [];
+  let seq = 0;
+  for (const row of rows) {
+    const s = Math.max(seq, row.tokens.length);
+    const n = batch.length + 1;
+    const cost = n * (s * V + s * (past + s) + kvPerRow);
+    if (batch.length > 0 && cost > FORWARD_BUDGET) {
+      yield batch;
+      batch = [];
+    }
+    seq = batch.length === 0 ? row.tokens.length : s;
+    batch.push(row);
+  }
+  if (batch.length > 0) yield batch;
+}
+
+function commonPrefix(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+function logSumExp(logits: Float32Array, offset: number, vocab: number): number {
+  let max = -Infinity;
+  for (let v = 0; v < vocab; v++) max = Math.max(max, logits[offset + v]!);
+  let sum = 0;
+  for (let v = 0; v < vocab; v++) sum += Math.exp(logits[offset + v]! - max);
+  return max + Math.log(sum);
+}

@@ -1,0 +1,202 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  FinishReason,
+  GenerateDeltaSchema,
+  GenerateResponseSchema,
+  InferenceService,
+  ToolCallDeltaSchema,
+  type CountTokensRequest,
+  type GenerateDelta,
+  type GenerateRequest,
+  type GenerateResponse,
+  type GetModelInfoRequest,
+  type ScoreRequest,
+} from "../../gen/tessera/inference/v1/inference_pb.js";
+import type { Logger } from "../../lib/logger.js";
+import { buildChatPrompt, type ChatInput } from "./chat-prompt.js";
+import { StopMatcher } from "./decoder/reply-text.js";
+import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
+import type { ModelPool } from "./model-pool.js";
+import { createReplyParser, type ReplyDelta } from "./reply-parser.js";
+import { scoreSuffixes } from "./score.js";
+
+export interface InferenceDeps {
+  pool: ModelPool;
+  logger: Logger;
+  /** This worker's id, reported in GenerateStarted. */
+  workerId: string;
+}
+
+/** Limits on `stop`: a few short sequences, as OpenAI-style clients send them. */
+const MAX_STOP_SEQUENCES = 16;
+const MAX_STOP_LENGTH = 500;
+
+const FINISH_REASONS = {
+  stop: FinishReason.STOP,
+  length: FinishReason.LENGTH,
+  tool_calls: FinishReason.TOOL_CALLS,
+} as const;
+
+const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+
+export function createInferenceService({ pool, logger, workerId }: InferenceDeps): ServiceImpl<typeof InferenceService> {
+  function engineFor(model: string): ModelEngine {
+    if (model === "") throw invalid("model is required");
+    const engine = pool.engine(model);
+    if (engine === undefined) throw new ConnectError(`model "${model}" is not served by this worker`, Code.NotFound);
+    return engine;
+  }
+
+  /** Renders and tokenizes a conversation; refuses a prompt that leaves no room in the context. */
+  function promptOf(modelId: string, engine: ModelEngine, input: ChatInput) {
+    const prompt = buildChatPrompt(modelId, engine.model.config.capabilities, input);
+    let text: string;
+    try {
+      text = engine.model.renderChat(prompt.variables);
+    } catch (err) {
+      throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    const ids = engine.model.tokenizer.encode(text);
+    return { prompt, ids };
+  }
+
+  return {
+    async *generate(req: GenerateRequest, ctx: HandlerContext): AsyncGenerator<GenerateResponse> {
+      const started = performance.now();
+      const engine = engineFor(req.model);
+      const options = req.options;
+      const stop = options?.stop ?? [];
+      if (stop.length > MAX_STOP_SEQUENCES) throw invalid(`stop: at most ${MAX_STOP_SEQUENCES} sequences`);
+      if (stop.some((s) => s.length > MAX_STOP_LENGTH)) throw invalid(`stop: each sequence at most ${MAX_STOP_LENGTH} characters`);
+
+      const { prompt, ids } = promptOf(req.model, engine, { messages: req.messages, tools: req.tools, options });
+      const context = engine.decode.maxPositions;
+      if (ids.length >= context) {
+        throw invalid(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
+      }
+      const maxTokens = effectiveMaxTokens(options?.maxTokens ?? 0, ids.length, context);
+      const tokenizer = engine.model.tokenizer;
+      const events = await engine.scheduler.generate(
+        { prompt: ids, maxTokens, threshold: engine.threshold, stops: new StopMatcher(stop), decode: tokenizer.decode },
+        ctx.signal,
+      );
+
+      // Whatever ends this handler (the client leaving, an error) also ends the sequence.
+      const iterator = events[Symbol.asyncIterator]();
+      try {
+        yield create(GenerateResponseSchema, {
+          event: { case: "started", value: { model: req.model, promptTokens: ids.length, workerId } },
+        });
+
+        const parser = createReplyParser(prompt.parser);
+        for (;;) {
+          const next = await iterator.next();
+          if (next.done === true) return;
+          const event = next.value;
+          if (event.type === "block") {
+            const delta = deltaOf(parser.push(event.block.text), event.block.blockIndex);
+            if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
+            continue;
+          }
+          const { finished, forwardPasses } = event;
+          const tail = parser.push(finished.last.text);
+          const end = parser.finish();
+          const delta = deltaOf(merge(tail, end), finished.last.blockIndex);
+          if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
+          const reason = finished.reason === "stop" && end.sawToolCall ? "tool_calls" : finished.reason;
+          const completionTokens = finished.completionTokens;
+          logger.info(
+            {
+              requestId: req.requestId,
+              model: req.model,
+              promptTokens: ids.length,
+              completionTokens,
+              finishReason: reason,
+              forwardPasses,
+              ms: Math.round(performance.now() - started),
+            },
+            "generation finished",
+          );
+          yield create(GenerateResponseSchema, {
+            event: {
+              case: "finished",
+              value: {
+                finishReason: FINISH_REASONS[reason],
+                usage: { promptTokens: ids.length, completionTokens, totalTokens: ids.length + completionTokens },
+                forwardPasses,
+              },
+            },
+          });
+        }
+      } finally {
+        await iterator.return?.();
+      }
+    },
+
+    async score(req: ScoreRequest, ctx: HandlerContext) {
+      const engine = engineFor(req.model);
+      const out = await scoreSuffixes(
+        engine,
+        { prefix: req.prefix, suffixes: req.suffixes.map((s) => ({ text: s.text, labels: s.labels })) },
+        ctx.signal,
+      );
+      return {
+        results: out.results.map((r) => ({ logits: r.logits, suffixTokens: r.suffixTokens })),
+        prefixTokens: out.prefixTokens,
+        inputTokens: out.inputTokens,
+      };
+    },
+
+    countTokens(req: CountTokensRequest) {
+      const engine = engineFor(req.model);
+      if (req.messages.length === 0) return { tokens: engine.model.tokenizer.encode(req.text).length };
+      const { ids } = promptOf(req.model, engine, { messages: req.messages, tools: req.tools, options: req.options });
+      return { tokens: ids.length };
+    },
+
+    getModelInfo(req: GetModelInfoRequest) {
+      const engine = engineFor(req.model);
+      const { config, decision } = engine.model;
+      return {
+        model: req.model,
+        maxPositions: config.maxPositions,
+        blockSize: config.blockSize,
+        supportsImages: config.capabilities.images,
+        supportsTools: config.capabilities.tools,
+        supportsThinking: config.capabilities.thinking,
+        ...(decision !== undefined ? { decision } : {}),
+        slotsTotal: engine.scheduler.slots.total,
+        slotsFree: engine.scheduler.slots.free,
+      };
+    },
+  };
+}
+
+/** Two parser outputs as one; pieces of the same tool call are joined. */
+function merge(a: ReplyDelta, b: ReplyDelta): ReplyDelta {
+  const toolCalls = a.toolCalls.map((c) => ({ ...c }));
+  for (const piece of b.toolCalls) {
+    const same = toolCalls.find((c) => c.index === piece.index);
+    if (same === undefined) {
+      toolCalls.push({ ...piece });
+    } else {
+      same.arguments += piece.arguments;
+      if (same.id === undefined && piece.id !== undefined) same.id = piece.id;
+      if (same.name === undefined && piece.name !== undefined) same.name = piece.name;
+    }
+  }
+  return { content: a.content + b.content, reasoning: a.reasoning + b.reasoning, toolCalls };
+}
+
+function deltaOf(d: ReplyDelta, blockIndex: number): GenerateDelta | undefined {
+  if (d.content === "" && d.reasoning === "" && d.toolCalls.length === 0) return undefined;
+  return create(GenerateDeltaSchema, {
+    content: d.content,
+    reasoning: d.reasoning,
+    blockIndex,
+    toolCalls: d.toolCalls.map((c) =>
+      create(ToolCallDeltaSchema, { index: c.index, id: c.id ?? "", name: c.name ?? "", arguments: c.arguments }),
+    ),
+  });
+}

@@ -1,0 +1,162 @@
+/**
+ * Helpers for the inference tests and bench/engine.ts: the tiny model's directory, a runner
+ * that records every forward, and a reference decoder that recomputes every forward from
+ * scratch (no KV cache) with its own, deliberately naive, mask and input building.
+ */
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { ForwardFetch, ForwardInputs, ForwardOutputs, ForwardRunner, LayerKV } from "./decoder/forward.js";
+import { bannedTokens, chooseToUnmask, guessAt, readoutGuess, type Guess } from "./decoder/unmask.js";
+import type { ModelDir } from "./model-dir.js";
+
+export const TINY_MODEL_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../test/fixtures/tiny-model");
+
+export interface RecordedForward {
+  batch: number;
+  seq: number;
+  past: number;
+  fetch: ForwardFetch;
+  failed: boolean;
+  ms: number;
+}
+
+/** Wraps a runner, recording the shape of every forward; `fail` decides which ones throw. */
+export function recordingRunner(
+  inner: ForwardRunner,
+  fail: (inputs: ForwardInputs) => boolean = () => false,
+): ForwardRunner & { forwards: RecordedForward[] } {
+  const forwards: RecordedForward[] = [];
+  return {
+    forwards,
+    async run(inputs, fetch) {
+      const record: RecordedForward = {
+        batch: inputs.batch,
+        seq: inputs.seq,
+        past: inputs.past,
+        fetch,
+        failed: false,
+        ms: 0,
+      };
+      forwards.push(record);
+      if (fail(inputs)) {
+        record.failed = true;
+        throw new Error("injected model failure");
+      }
+      const started = performance.now();
+      const out = await inner.run(inputs, fetch);
+      record.ms = performance.now() - started;
+      return out;
+    },
+  };
+}
+
+/** Whether any row of a forward holds `token` among its current tokens. */
+export function inputHasToken(inputs: ForwardInputs, token: number): boolean {
+  const t = BigInt(token);
+  return inputs.inputIds.some((id) => id === t);
+}
+
+/** One forward of `tokens` alone, no past: the full block-causal prompt recomputed. */
+export async function fullForward(
+  model: ModelDir,
+  runner: ForwardRunner,
+  tokens: readonly number[],
+  output: ForwardFetch["output"] = "logits",
+): Promise<ForwardOutputs> {
+  const S = tokens.length;
+  const block = model.config.blockSize;
+  const mask = new Float32Array(S * S);
+  for (let i = 0; i < S; i++) {
+    for (let j = 0; j < S; j++) mask[i * S + j] = Math.floor(j / block) <= Math.floor(i / block) ? 0 : -1e9;
+  }
+  const empty: LayerKV[] = Array.from({ length: model.config.numLayers }, () => ({
+    key: new Float32Array(0),
+    value: new Float32Array(0),
+  }));
+  return runner.run(
+    {
+      batch: 1,
+      seq: S,
+      past: 0,
+      inputIds: BigInt64Array.from(tokens, (t) => BigInt(t)),
+      positionIds: BigInt64Array.from(tokens, (_, i) => BigInt(i)),
+      attentionMask: mask,
+      pastKeyValues: empty,
+    },
+    { present: false, output },
+  );
+}
+
+export interface ReferenceResult {
+  /** Reply tokens after trimming (end of turn excluded). */
+  tokens: number[];
+  reason: "stop" | "length";
+  /** Denoising steps (forwards over the reply). */
+  steps: number;
+  /** Tokens committed at each step. */
+  committedPerStep: number[];
+}
+
+/**
+ * Block diffusion decoding with no cache at all: every step runs the whole sequence (prompt,
+ * committed blocks, the current block with its masks) from position 0. It reads the same
+ * greedy readout as the engine (the model's in-graph one, else computed from the logits).
+ */
+export async function referenceGenerate(
+  model: ModelDir,
+  runner: ForwardRunner,
+  prompt: readonly number[],
+  options: { maxTokens: number; threshold: number },
+): Promise<ReferenceResult> {
+  const c = model.config;
+  const banned = bannedTokens(c.vocabSize, [c.maskTokenId, c.padTokenId]);
+  const n = prompt.length;
+  const reply: number[] = [];
+  const committedPerStep: number[] = [];
+  let blockStart = Math.floor(n / c.blockSize) * c.blockSize;
+  for (;;) {
+    const length = Math.min(c.blockSize, c.maxPositions - blockStart);
+    const fixed = blockStart < n ? prompt.slice(blockStart) : [];
+    const block = [...fixed, ...new Array<number>(length - fixed.length).fill(c.maskTokenId)];
+    const masked = block.map((_, j) => j >= fixed.length);
+    for (;;) {
+      const tokens = [...prompt, ...reply, ...block.slice(fixed.length)];
+      const out = await fullForward(model, runner, tokens, "readout");
+      const guesses: Guess[] = [];
+      for (let j = 0; j < length; j++) {
+        if (!masked[j]) continue;
+        const at = blockStart + j;
+        guesses.push(
+          out.readout !== undefined
+            ? readoutGuess(out.readout, at, j)
+            : guessAt(out.logits!, at * c.vocabSize, c.vocabSize, banned, j),
+        );
+      }
+      const chosen = chooseToUnmask(guesses, options.threshold);
+      committedPerStep.push(chosen.length);
+      for (const g of chosen) {
+        block[g.index] = g.token;
+        masked[g.index] = false;
+      }
+      const replyPart = block.slice(fixed.length);
+      let contiguous = reply.length;
+      let eos = -1;
+      for (let j = 0; j < replyPart.length && !masked[fixed.length + j]; j++) {
+        if (eos < 0 && replyPart[j] === c.eosTokenId) eos = contiguous;
+        contiguous++;
+      }
+      const all = [...reply, ...replyPart];
+      const steps = committedPerStep.length;
+      if (eos >= 0 && eos < options.maxTokens) return { tokens: all.slice(0, eos), reason: "stop", steps, committedPerStep };
+      if (contiguous >= options.maxTokens) {
+        return { tokens: all.slice(0, options.maxTokens), reason: "length", steps, committedPerStep };
+      }
+      if (!masked.includes(true)) {
+        reply.push(...replyPart);
+        if (blockStart + length >= c.maxPositions) return { tokens: reply, reason: "length", steps, committedPerStep };
+        blockStart += c.blockSize;
+        break;
+      }
+    }
+  }
+}
