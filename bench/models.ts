@@ -1,0 +1,159 @@
+// Authenticated GET /v1/models on Tessera against a bare node:http server that answers the
+// same bytes, in one run: autocannon, 50 connections, 10 s each (5 alternating rounds of 2 s,
+// after a 2 s warm-up of each). Tessera
+// runs as users run it (`node dist/bin/tessera.js serve`, built first, JSON request logs to a
+// file); each server is its own process, apart from the load generator. Prints both rates,
+// their ratio (goal: >= 0.5) and the latencies.
+//   npm run bench -- models   (or: npx tsx bench/models.ts)   [BENCH_DURATION=10] [BENCH_CONNECTIONS=50]
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createInterface } from "node:readline";
+import autocannon, { type Result } from "autocannon";
+
+const root = resolve(import.meta.dirname, "..");
+const DURATION = Number(process.env["BENCH_DURATION"] ?? 10);
+const CONNECTIONS = Number(process.env["BENCH_CONNECTIONS"] ?? 50);
+/** Each server's time is split into this many alternating rounds. */
+const ROUNDS = 5;
+
+/** The bare baseline: plain JavaScript, no framework, the listing's bytes from BODY. */
+const BARE_SERVER = `
+import { createServer } from "node:http";
+const body = Buffer.from(process.env.BODY, "base64");
+const server = createServer((req, res) => {
+  res.writeHead(200, { "content-type": "application/json", "content-length": body.length });
+  res.end(body);
+});
+server.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ url: "http://127.0.0.1:" + server.address().port })));
+process.on("SIGTERM", () => server.close(() => process.exit(0)));
+`;
+
+function build(): void {
+  const tsc = spawnSync(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.build.json"], { cwd: root, encoding: "utf8" });
+  if (!existsSync(join(root, "dist/bin/tessera.js"))) throw new Error(`build failed:\n${tsc.stdout}${tsc.stderr}`);
+  if (tsc.status !== 0) console.warn("warning: tsc reported errors; measuring what it emitted");
+}
+
+async function waitForLine(file: string, pattern: string, child: ChildProcess): Promise<string> {
+  for (let i = 0; i < 600; i++) {
+    if (child.exitCode !== null) throw new Error(`tessera exited with ${child.exitCode}:\n${readFileSync(file, "utf8")}`);
+    const line = readFileSync(file, "utf8").split("\n").find((l) => l.includes(pattern));
+    if (line !== undefined) return line;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no "${pattern}" in ${file}`);
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return Promise.resolve();
+  return new Promise((r) => {
+    child.once("exit", () => r());
+    child.kill("SIGTERM");
+  });
+}
+
+async function startTessera(scratch: string) {
+  // The default catalog, served by the bundled model if it is there, else the tiny test model.
+  const bundled = join(root, "models/tessera-bd-small");
+  const modelDir = existsSync(bundled) ? bundled : join(root, "test/fixtures/tiny-model");
+  const catalog = JSON.parse(readFileSync(join(root, "models.config.json"), "utf8")) as { models: { model_dir: string }[] };
+  for (const model of catalog.models) model.model_dir = modelDir;
+  writeFileSync(join(scratch, "models.config.json"), JSON.stringify(catalog));
+
+  const key = `tsr_${randomBytes(32).toString("base64url")}`;
+  const logFile = join(scratch, "tessera.log");
+  const child = spawn(process.execPath, ["dist/bin/tessera.js", "serve"], {
+    cwd: root,
+    env: {
+      ...process.env,
+      TESSERA_PORT: "0",
+      TESSERA_DATA_DIR: join(scratch, "data"),
+      TESSERA_MODELS_CONFIG: join(scratch, "models.config.json"),
+      TESSERA_BOOTSTRAP_KEY: key,
+      // Never refuses during the run; the limiter still counts every request.
+      TESSERA_DEFAULT_RPM: "1000000000",
+      TESSERA_INTRA_OP_THREADS: "1",
+      TESSERA_LOG_LEVEL: "info",
+    },
+    stdio: ["ignore", openSync(logFile, "w"), "inherit"],
+  });
+  const line = await waitForLine(logFile, '"tessera listening"', child);
+  return { child, key, url: (JSON.parse(line) as { url: string }).url, logFile };
+}
+
+async function startBare(body: string) {
+  const child = spawn(process.execPath, ["--input-type=module", "-e", BARE_SERVER], {
+    env: { ...process.env, BODY: Buffer.from(body).toString("base64") },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const line = await new Promise<string>((r) => createInterface({ input: child.stdout! }).once("line", r));
+  return { child, url: (JSON.parse(line) as { url: string }).url };
+}
+
+const load = (url: string, headers: Record<string, string>, duration: number): Promise<Result> =>
+  autocannon({ url, connections: CONNECTIONS, duration, headers });
+
+/** Rounds added up: the rate over all of them; the worst round's p50 and p99. */
+function summary(name: string, rounds: Result[]) {
+  const sum = (f: (r: Result) => number) => rounds.reduce((total, r) => total + f(r), 0);
+  return {
+    name,
+    requestsPerSecond: Math.round(sum((r) => r.requests.total) / sum((r) => r.duration)),
+    latencyP50Ms: Math.max(...rounds.map((r) => r.latency.p50)),
+    latencyP99Ms: Math.max(...rounds.map((r) => r.latency.p99)),
+    total: sum((r) => r.requests.total),
+    non2xx: sum((r) => r.non2xx),
+    errors: sum((r) => r.errors + r.timeouts),
+  };
+}
+
+export async function run(): Promise<void> {
+  build();
+  const scratch = mkdtempSync(join(tmpdir(), "tessera-bench-"));
+  const children: ChildProcess[] = [];
+  try {
+    const tessera = await startTessera(scratch);
+    children.push(tessera.child);
+    const headers = { authorization: `Bearer ${tessera.key}` };
+    const url = `${tessera.url}/v1/models`;
+    const first = await fetch(url, { headers });
+    const bytes = await first.text();
+    if (first.status !== 200 || !bytes.includes('"models":[{')) throw new Error(`listing failed: ${first.status} ${bytes}`);
+
+    const bare = await startBare(bytes);
+    children.push(bare.child);
+    const bareUrl = `${bare.url}/v1/models`;
+
+    // Other work on the machine comes and goes: alternate the two in rounds so both see the same.
+    await load(url, headers, 2);
+    await load(bareUrl, {}, 2);
+    const rounds = { tessera: [] as Result[], bare: [] as Result[] };
+    for (let round = 0; round < ROUNDS; round++) {
+      rounds.tessera.push(await load(url, headers, DURATION / ROUNDS));
+      rounds.bare.push(await load(bareUrl, {}, DURATION / ROUNDS));
+    }
+    const logLines = readFileSync(tessera.logFile, "utf8").split("\n").filter((l) => l.includes('"msg":"request"')).length;
+    await stop(tessera.child);
+    await stop(bare.child);
+
+    const a = summary("tessera, authenticated", rounds.tessera);
+    const b = summary("bare node:http, same bytes", rounds.bare);
+    const ratio = a.requestsPerSecond / b.requestsPerSecond;
+    console.log(`GET /v1/models: ${CONNECTIONS} connections, ${DURATION} s each, ${Buffer.byteLength(bytes)}-byte body, ${logLines} request log lines written`);
+    console.table([a, b]);
+    console.log(`ratio ${ratio.toFixed(2)} (goal >= 0.5): ${ratio >= 0.5 ? "met" : "NOT met"}`);
+    if (a.non2xx + a.errors > 0) console.log("warning: tessera answered non-2xx or failed during the run");
+    console.log(JSON.stringify({ bench: "models", connections: CONNECTIONS, durationS: DURATION, tessera: a, bare: b, ratio: Number(ratio.toFixed(3)) }));
+  } finally {
+    for (const child of children) await stop(child);
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  await run();
+}

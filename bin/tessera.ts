@@ -1,0 +1,149 @@
+#!/usr/bin/env node
+import { realpathSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { AccountingService } from "../gen/tessera/accounting/v1/accounting_pb.js";
+import { ConfigError, loadConfig, settingsHelp } from "../lib/config.js";
+import { createLogger } from "../lib/logger.js";
+import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
+import { KEYS_HELP, runKeysCommand } from "../services/accounting/cli.js";
+import { CatalogError } from "../services/registry/catalog.js";
+import { startEmbedded } from "./embedded.js";
+
+export const SERVICE_NAMES = ["gateway", "accounting", "registry", "inference", "decision"] as const;
+
+const USAGE = `Usage:
+  tessera serve [${SERVICE_NAMES.join("|")} …]
+      Run the services (no names: every service in one process, the embedded default).
+  tessera keys <command> …
+      Manage API keys, accounts, limits and usage in TESSERA_DATA_DIR (tessera keys --help).
+  tessera --help
+
+Settings (environment variables):
+`;
+
+function serveHelp(): string {
+  return `${USAGE}${settingsHelp()}\n`;
+}
+
+async function serve(args: string[]): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(serveHelp());
+    return 0;
+  }
+  const unknown = args.filter((a) => !(SERVICE_NAMES as readonly string[]).includes(a));
+  if (unknown.length > 0) {
+    process.stderr.write(`tessera serve: unknown service ${unknown.map((u) => `"${u}"`).join(", ")} (${SERVICE_NAMES.join(", ")})\n`);
+    return 2;
+  }
+  const names = new Set(args);
+  if (names.size > 0 && names.size < SERVICE_NAMES.length) {
+    process.stderr.write(
+      "tessera serve: running a subset of the services is distributed mode (TESSERA_NATS_URL), which this build does not have yet;\n" +
+        "run `tessera serve` without names to run every service in one process.\n",
+    );
+    return 2;
+  }
+
+  const config = loadConfig();
+  const logger = createLogger({ level: config.logLevel });
+  if (config.natsUrl !== undefined) {
+    logger.warn({ natsUrl: config.natsUrl }, "TESSERA_NATS_URL is set, but this build runs the embedded adapters only; it is ignored");
+  }
+  const app = await startEmbedded({ config, logger });
+
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        logger.warn({ signal }, "second signal: exiting now");
+        logger.flush();
+        process.exit(1);
+      }
+      stopping = true;
+      logger.info({ signal }, "signal received");
+      app.close().then(resolve, (err: unknown) => {
+        logger.error({ err }, "shutdown failed");
+        resolve();
+      });
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+  });
+  logger.flush();
+  return 0;
+}
+
+async function keys(args: string[]): Promise<number> {
+  if (args.length === 0 || args[0] === "--help" || args[0] === "-h") {
+    process.stdout.write(`${KEYS_HELP}\n\nThe keys live in the store under TESSERA_DATA_DIR (default ./data).\n`);
+    return args.length === 0 ? 2 : 0;
+  }
+  const config = loadConfig();
+  const logger = createLogger({ level: "warn" });
+  const accounting = await openEmbeddedAccounting({
+    dataDir: config.dataDir,
+    logger,
+    defaultRequestsPerMinute: config.defaultRequestsPerMinute,
+  });
+  try {
+    const client = createClient(
+      AccountingService,
+      createRouterTransport((router) => router.service(AccountingService, accounting.service)),
+    );
+    return await runKeysCommand(
+      args,
+      client,
+      (line) => process.stdout.write(`${line}\n`),
+      (line) => process.stderr.write(`${line}\n`),
+    );
+  } finally {
+    await accounting.close();
+    logger.flush();
+  }
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case "serve":
+        return await serve(rest);
+      case "keys":
+        return await keys(rest);
+      case undefined:
+      case "--help":
+      case "-h":
+      case "help":
+        process.stdout.write(serveHelp());
+        return command === undefined ? 2 : 0;
+      default:
+        process.stderr.write(`tessera: unknown command "${command}"\n\n${serveHelp()}`);
+        return 2;
+    }
+  } catch (err) {
+    if (err instanceof ConfigError || err instanceof CatalogError) {
+      process.stderr.write(`tessera: ${err.message}\n`);
+      return 1;
+    }
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      process.stderr.write(`tessera: ${(err as Error).message}: the port is taken; set TESSERA_PORT to another one\n`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+// Run when executed (also through the npm bin link), not when imported.
+const invokedAs = process.argv[1] === undefined ? undefined : realpathSync(process.argv[1]);
+if (invokedAs !== undefined && invokedAs === realpathSync(fileURLToPath(import.meta.url))) {
+  main(process.argv.slice(2)).then(
+    (status) => {
+      process.exitCode = status;
+    },
+    (err: unknown) => {
+      process.stderr.write(`tessera: ${(err as Error).stack ?? String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,107 @@
+import type { IncomingMessage } from "node:http";
+import { HttpError } from "./errors.js";
+
+/** Largest request body accepted on every POST route: 8 MiB. */
+export const MAX_BODY_BYTES = 8 * 1024 * 1024;
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+
+/** The client went away before its body arrived; nobody is left to answer. */
+export class ClientGone extends Error {
+  constructor() {
+    super("client closed the connection");
+    this.name = "ClientGone";
+  }
+}
+
+export function tooLarge(limit: number): HttpError {
+  return new HttpError(413, "invalid_request_error", `request body is larger than ${limit} bytes (8 MB)`, {
+    code: "request_too_large",
+  });
+}
+
+/**
+ * Refuses a body before reading it: a content type other than application/json (415) or a
+ * declared Content-Length over the limit (413). Returns the error, or undefined when the
+ * body may be read.
+ */
+export function checkBodyHeaders(req: IncomingMessage, limit: number): HttpError | undefined {
+  const type = req.headers["content-type"];
+  if (type === undefined || !JSON_TYPE.test(type)) {
+    return new HttpError(415, "invalid_request_error", "Content-Type must be application/json", {
+      code: "unsupported_media_type",
+    });
+  }
+  const length = req.headers["content-length"];
+  if (length !== undefined && Number(length) > limit) return tooLarge(limit);
+  return undefined;
+}
+
+/**
+ * Reads the body while it streams in and fails with 413 as soon as it passes `limit`
+ * bytes (chunked bodies without Content-Length included), so no more than the limit is
+ * ever buffered. The rest of an oversized body is left unread for the caller to discard.
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onGone);
+      req.off("close", onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        req.pause();
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onGone = () => {
+      cleanup();
+      reject(new ClientGone());
+    };
+    const onClose = () => {
+      if (!req.complete) onGone();
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onGone);
+    req.on("close", onClose);
+  });
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Parses a JSON body. Problems are reported the FastAPI way (loc, msg, type): an empty
+ * body is `missing`, bad UTF-8 or bad JSON is `json_invalid` with the byte position.
+ */
+export function parseJson(body: Buffer): unknown {
+  if (body.length === 0) {
+    throw HttpError.invalid([{ loc: ["body"], msg: "Field required", type: "missing" }]);
+  }
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw HttpError.invalid([{ loc: ["body"], msg: "body is not valid UTF-8", type: "json_invalid" }]);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    const message = (err as Error).message;
+    const at = /position (\d+)/.exec(message)?.[1];
+    const position = at !== undefined ? Number(at) : /end of JSON input/.test(message) ? text.length : 0;
+    throw HttpError.invalid([{ loc: ["body", position], msg: "JSON decode error", type: "json_invalid" }]);
+  }
+}

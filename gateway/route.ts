@@ -1,0 +1,71 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AdmitResponse, Principal, UsageKind } from "../gen/tessera/accounting/v1/accounting_pb.js";
+import type { Logger } from "../lib/logger.js";
+import type { ErrorStyle } from "./errors.js";
+
+/** What a route handler may add to its request's log line. */
+export interface RequestLogFields {
+  model?: string;
+  promptTokens?: number;
+  completionTokens?: number;
+  inputTokens?: number;
+  [field: string]: unknown;
+}
+
+/** Exact usage of a request, charged by `settle`. */
+export interface SettleUsage {
+  promptTokens?: number;
+  completionTokens?: number;
+  inputTokens?: number;
+}
+
+/** Everything a handler gets for one request. */
+export interface RequestContext {
+  readonly requestId: string;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** Aborted when the client disconnects before the answer is complete. Pass it to every call. */
+  readonly signal: AbortSignal;
+  /** The authenticated key (routes with `auth: "key"`). */
+  readonly principal: Principal | undefined;
+  /** The parsed JSON body (routes with `body: "json"`). */
+  readonly body: unknown;
+  /** Fields for the request's log line (model, tokens). */
+  readonly log: RequestLogFields;
+  readonly logger: Logger;
+  /**
+   * Counts the request against the key's per-minute limit and reserves at most
+   * `reserveTokens` of its quota. Throws (429) when refused. Routes whose `admit` is set
+   * are already admitted when `handle` runs.
+   */
+  admit(kind: UsageKind, reserveTokens: number): Promise<AdmitResponse>;
+  /** Charges the exact usage and releases the rest of the reservation (idempotent). */
+  settle(kind: UsageKind, usage: SettleUsage): Promise<void>;
+}
+
+/** A JSON answer; a handler that writes the response itself (SSE) returns undefined. */
+export interface JsonReply {
+  status?: number;
+  body: unknown;
+  /** The body already serialized (sent as is instead of `body`), for answers a route reuses. */
+  json?: string;
+  headers?: Record<string, string>;
+}
+
+/**
+ * One HTTP route. The gateway does, in order: error style and request id; `auth: "key"` →
+ * Authorization header → accounting Authenticate; `admit` → accounting Admit; `body:
+ * "json"` → content type, 8 MB limit while streaming, JSON parse; then `handle`.
+ */
+export interface Route {
+  method: "GET" | "POST";
+  path: string;
+  errorStyle: ErrorStyle;
+  auth: "none" | "key";
+  /** Admission done before the handler runs; omit when the handler admits itself (it knows its reservation only after reading the body). */
+  admit?: { kind: UsageKind; reserveTokens: number };
+  body: "none" | "json";
+  /** Log level of the request's line (probes and scrapes are `debug`). */
+  logLevel?: "info" | "debug";
+  handle(ctx: RequestContext): Promise<JsonReply | undefined> | JsonReply | undefined;
+}

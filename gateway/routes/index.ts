@@ -1,0 +1,30 @@
+import type { Client } from "@connectrpc/connect";
+import type { DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
+import type { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
+import type { InferenceFor } from "../../lib/inference-router.js";
+import type { Metrics } from "../../lib/metrics.js";
+import type { Route } from "../route.js";
+import { chatCompletionsRoute } from "./chat-completions.js";
+import { modelsRoute } from "./models.js";
+import { healthzRoute, metricsRoute, readyzRoute, type ReadinessCheck } from "./operations.js";
+import { systemoneRoute } from "./systemone.js";
+
+export interface RouteTableDeps {
+  registry: Client<typeof RegistryService>;
+  decision: Client<typeof DecisionService>;
+  inferenceFor: InferenceFor;
+  metrics: Metrics;
+  readiness: readonly ReadinessCheck[];
+}
+
+/** Every HTTP route of the public port. Each is a small module in this folder. */
+export function createRoutes(deps: RouteTableDeps): Route[] {
+  return [
+    healthzRoute(),
+    readyzRoute(deps.readiness),
+    metricsRoute(deps.metrics),
+    modelsRoute(deps),
+    chatCompletionsRoute(deps),
+    systemoneRoute(deps),
+  ];
+}

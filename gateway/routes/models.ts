@@ -1,0 +1,59 @@
+import type { Client } from "@connectrpc/connect";
+import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { ModelKind, type ModelEntry, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
+import type { Route } from "../route.js";
+
+export interface ModelsRouteDeps {
+  registry: Pick<Client<typeof RegistryService>, "listModels">;
+}
+
+const createdCache = new Map<string, number>();
+
+/** Seconds since the epoch of a YYYY-MM-DD release date (OpenAI's `created`). */
+function createdOf(releaseDate: string): number {
+  let created = createdCache.get(releaseDate);
+  if (created === undefined) {
+    const ms = Date.parse(`${releaseDate}T00:00:00Z`);
+    created = Number.isNaN(ms) ? 0 : Math.floor(ms / 1000);
+    if (createdCache.size < 10_000) createdCache.set(releaseDate, created);
+  }
+  return created;
+}
+
+/**
+ * The listing in both shapes at once: the API document's `models` (name, description,
+ * release_date) and OpenAI's `object: "list"` + `data`, so `openai.models.list()` works.
+ */
+export function modelsListingJson(entries: readonly ModelEntry[]) {
+  return {
+    models: entries.map((m) => ({ name: m.id, description: m.description, release_date: m.releaseDate })),
+    object: "list",
+    data: entries.map((m) => ({ id: m.id, object: "model", created: createdOf(m.releaseDate), owned_by: "tessera" })),
+  };
+}
+
+/**
+ * GET /v1/models: the models a live worker can answer now. The serialized listing is reused
+ * while the registry answers with the very same entries (it does, in-process, until the
+ * set of live models changes).
+ */
+export function modelsRoute({ registry }: ModelsRouteDeps): Route {
+  let last: { entries: readonly ModelEntry[]; json: string } | undefined;
+  const sameEntries = (a: readonly ModelEntry[], b: readonly ModelEntry[]) =>
+    a.length === b.length && a.every((entry, i) => entry === b[i]);
+  return {
+    method: "GET",
+    path: "/v1/models",
+    errorStyle: "detail",
+    auth: "key",
+    admit: { kind: UsageKind.UNSPECIFIED, reserveTokens: 0 },
+    body: "none",
+    async handle() {
+      const { models } = await registry.listModels({ kind: ModelKind.UNSPECIFIED });
+      if (last === undefined || !sameEntries(last.entries, models)) {
+        last = { entries: [...models], json: JSON.stringify(modelsListingJson(models)) };
+      }
+      return { body: undefined, json: last.json };
+    },
+  };
+}

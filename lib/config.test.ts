@@ -1,0 +1,107 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigError, SETTINGS, loadConfig, settingsHelp } from "./config.js";
+
+function problems(env: Record<string, string>): string[] {
+  try {
+    loadConfig({ env, cwd: "/work" });
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe("loadConfig", () => {
+  it("has the documented defaults", () => {
+    const config = loadConfig({ env: {}, cwd: "/srv/tessera" });
+    expect(config).toMatchObject({
+      host: "127.0.0.1",
+      port: 8080,
+      dataDir: "/srv/tessera/data",
+      modelsConfig: "/srv/tessera/models.config.json",
+      bootstrapKey: undefined,
+      defaultRequestsPerMinute: 60,
+      executionProviders: ["cpu"],
+      unmaskThreshold: 0.9,
+      logLevel: "info",
+      natsUrl: undefined,
+    });
+    expect(config.intraOpThreads).toBeGreaterThan(0);
+  });
+
+  it("reads the environment", () => {
+    const config = loadConfig({
+      env: {
+        TESSERA_HOST: "0.0.0.0",
+        TESSERA_PORT: "0",
+        TESSERA_DATA_DIR: "/var/lib/tessera",
+        TESSERA_BOOTSTRAP_KEY: "tsr_abcdefghijklmnopqrstuvwxyz012345",
+        TESSERA_DEFAULT_RPM: "600",
+        TESSERA_SLOTS: "8",
+        TESSERA_QUEUE: "0",
+        TESSERA_INTRA_OP_THREADS: "2",
+        TESSERA_EXECUTION_PROVIDERS: "cuda, CPU",
+        TESSERA_UNMASK_THRESHOLD: "1",
+        TESSERA_LOG_LEVEL: "WARN",
+        TESSERA_NATS_URL: "nats://nats:4222",
+      },
+      cwd: "/work",
+    });
+    expect(config).toMatchObject({
+      host: "0.0.0.0",
+      port: 0,
+      dataDir: "/var/lib/tessera",
+      bootstrapKey: "tsr_abcdefghijklmnopqrstuvwxyz012345",
+      defaultRequestsPerMinute: 600,
+      slots: 8,
+      queue: 0,
+      intraOpThreads: 2,
+      executionProviders: ["cuda", "cpu"],
+      unmaskThreshold: 1,
+      logLevel: "warn",
+      natsUrl: "nats://nats:4222",
+    });
+  });
+
+  it("names every bad value at once", () => {
+    const found = problems({
+      TESSERA_PORT: "80a",
+      TESSERA_DEFAULT_RPM: "0",
+      TESSERA_EXECUTION_PROVIDERS: "tpu",
+      TESSERA_UNMASK_THRESHOLD: "0",
+      TESSERA_LOG_LEVEL: "loud",
+      TESSERA_BOOTSTRAP_KEY: "secret",
+      TESSERA_NATS_URL: "localhost:4222",
+      TESSERA_DATA_DIR: "",
+    });
+    expect(found).toHaveLength(8);
+    expect(found.join("\n")).toMatch(/TESSERA_PORT \(environment\): must be an integer, got "80a"/);
+    expect(found.join("\n")).toMatch(/TESSERA_DEFAULT_RPM \(environment\): must be between 1 and/);
+    expect(found.join("\n")).toMatch(/unknown provider "tpu"/);
+    expect(found.join("\n")).toMatch(/TESSERA_BOOTSTRAP_KEY .*tsr_/);
+    expect(() => loadConfig({ env: { TESSERA_PORT: "70000" } })).toThrow(/TESSERA_PORT.*between 0 and 65535/s);
+  });
+
+  it("reads a JSON file named by TESSERA_CONFIG; the environment wins; paths are relative to the file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "tessera-config-"));
+    const file = join(dir, "tessera.json");
+    writeFileSync(file, JSON.stringify({ TESSERA_PORT: 9090, TESSERA_DATA_DIR: "state", TESSERA_EXECUTION_PROVIDERS: ["cuda", "cpu"], TESSERA_HOST: "0.0.0.0" }));
+    const config = loadConfig({ env: { TESSERA_CONFIG: file, TESSERA_HOST: "::1" }, cwd: "/elsewhere" });
+    expect(config).toMatchObject({ port: 9090, dataDir: join(dir, "state"), executionProviders: ["cuda", "cpu"], host: "::1" });
+
+    writeFileSync(file, JSON.stringify({ TESSERA_PROT: 1 }));
+    expect(() => loadConfig({ env: { TESSERA_CONFIG: file } })).toThrow(/unknown setting "TESSERA_PROT"/);
+    writeFileSync(file, "{ not json");
+    expect(() => loadConfig({ env: { TESSERA_CONFIG: file } })).toThrow(ConfigError);
+  });
+
+  it("documents every setting in the help", () => {
+    const help = settingsHelp();
+    for (const setting of SETTINGS) expect(help).toContain(setting.env);
+    expect(help).toContain("TESSERA_CONFIG");
+    expect(help).toContain("[default: 8080]");
+  });
+});

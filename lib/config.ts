@@ -1,0 +1,201 @@
+import { readFileSync } from "node:fs";
+import { availableParallelism, hostname } from "node:os";
+import { dirname, isAbsolute, resolve } from "node:path";
+import { LOG_LEVELS, type LogLevel } from "./logger.js";
+
+export type ExecutionProvider = "cpu" | "cuda";
+
+/** Every setting of a Tessera process. Read once at start by `loadConfig`. */
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  modelsConfig: string;
+  bootstrapKey: string | undefined;
+  defaultRequestsPerMinute: number;
+  slots: number;
+  queue: number;
+  intraOpThreads: number;
+  executionProviders: ExecutionProvider[];
+  unmaskThreshold: number;
+  logLevel: LogLevel;
+  natsUrl: string | undefined;
+  workerId: string;
+  shutdownTimeoutMs: number;
+}
+
+interface Setting<K extends keyof Config> {
+  env: string;
+  key: K;
+  /** The default as the help shows it; undefined means unset. */
+  fallback: string | undefined;
+  help: string;
+  /** Turns the raw text into the value or throws an Error whose message says what is wrong. */
+  parse: (raw: string, baseDir: string) => Config[K];
+}
+
+type AnySetting = { [K in keyof Config]: Setting<K> }[keyof Config];
+
+function integer(min: number, max: number) {
+  return (raw: string): number => {
+    if (!/^-?\d+$/.test(raw.trim())) throw new Error(`must be an integer, got "${raw}"`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new Error(`must be between ${min} and ${max}, got ${n}`);
+    return n;
+  };
+}
+
+const path = (raw: string, baseDir: string) => {
+  if (raw.trim() === "") throw new Error("must not be empty");
+  return isAbsolute(raw) ? raw : resolve(baseDir, raw);
+};
+
+const optional = (raw: string) => (raw.trim() === "" ? undefined : raw.trim());
+
+export const SETTINGS: readonly AnySetting[] = [
+  { env: "TESSERA_HOST", key: "host", fallback: "127.0.0.1", help: "Address the HTTP server listens on (0.0.0.0 for every interface).", parse: (raw) => { if (raw.trim() === "") throw new Error("must not be empty"); return raw.trim(); } },
+  { env: "TESSERA_PORT", key: "port", fallback: "8080", help: "HTTP port (0 picks a free one).", parse: integer(0, 65535) },
+  { env: "TESSERA_DATA_DIR", key: "dataDir", fallback: "./data", help: "Directory of the embedded store (keys, accounts, quotas, usage ledger).", parse: path },
+  { env: "TESSERA_MODELS_CONFIG", key: "modelsConfig", fallback: "./models.config.json", help: "Models config: catalog of model ids, aliases, release dates and model directories.", parse: path },
+  {
+    env: "TESSERA_BOOTSTRAP_KEY", key: "bootstrapKey", fallback: undefined,
+    help: "An API key (tsr_...) that must exist and be active; no key is generated when it is set.",
+    parse: (raw) => {
+      const key = raw.trim();
+      if (key === "") return undefined;
+      if (!/^tsr_[A-Za-z0-9_-]{16,}$/.test(key)) throw new Error("must look like tsr_ followed by at least 16 letters, digits, - or _");
+      return key;
+    },
+  },
+  { env: "TESSERA_DEFAULT_RPM", key: "defaultRequestsPerMinute", fallback: "60", help: "Requests per minute allowed per key unless the key has its own limit.", parse: integer(1, 1_000_000_000) },
+  { env: "TESSERA_SLOTS", key: "slots", fallback: "4", help: "Generation slots per inference worker (sequences denoised together).", parse: integer(1, 1024) },
+  { env: "TESSERA_QUEUE", key: "queue", fallback: "16", help: "Requests that may wait for a slot; beyond that the answer is 529 overloaded_error.", parse: integer(0, 100_000) },
+  { env: "TESSERA_INTRA_OP_THREADS", key: "intraOpThreads", fallback: String(availableParallelism()), help: "ONNX Runtime intra-op threads per session (default: the CPU count).", parse: integer(1, 1024) },
+  {
+    env: "TESSERA_EXECUTION_PROVIDERS", key: "executionProviders", fallback: "cpu",
+    help: "ONNX Runtime execution providers in order of preference: cpu, or cuda,cpu where the CUDA files are installed.",
+    parse: (raw) => {
+      const names = raw.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
+      if (names.length === 0) throw new Error("must name at least one provider");
+      for (const name of names) if (name !== "cpu" && name !== "cuda") throw new Error(`unknown provider "${name}" (cpu or cuda)`);
+      if (new Set(names).size !== names.length) throw new Error("names a provider twice");
+      return names as ExecutionProvider[];
+    },
+  },
+  {
+    env: "TESSERA_UNMASK_THRESHOLD", key: "unmaskThreshold", fallback: "0.9",
+    help: "Confidence at which a masked position is committed during denoising (0 < t <= 1).",
+    parse: (raw) => {
+      const t = Number(raw);
+      if (raw.trim() === "" || !Number.isFinite(t) || t <= 0 || t > 1) throw new Error(`must be a number in (0, 1], got "${raw}"`);
+      return t;
+    },
+  },
+  {
+    env: "TESSERA_LOG_LEVEL", key: "logLevel", fallback: "info", help: `Log level: ${LOG_LEVELS.join(", ")}.`,
+    parse: (raw) => {
+      const level = raw.trim().toLowerCase();
+      if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new Error(`must be one of ${LOG_LEVELS.join(", ")}`);
+      return level as LogLevel;
+    },
+  },
+  {
+    env: "TESSERA_NATS_URL", key: "natsUrl", fallback: undefined,
+    help: "NATS server for distributed mode (nats://host:4222); unset runs the embedded adapters.",
+    parse: (raw) => {
+      const url = optional(raw);
+      if (url !== undefined && !/^(nats|tls|ws|wss):\/\/./.test(url)) throw new Error(`must be a nats:// URL, got "${raw}"`);
+      return url;
+    },
+  },
+  { env: "TESSERA_WORKER_ID", key: "workerId", fallback: `${hostname()}-${process.pid}`, help: "Id this process's inference worker announces in its heartbeats (default: host-pid).", parse: (raw) => { if (!/^[A-Za-z0-9._:-]{1,128}$/.test(raw)) throw new Error("must be 1-128 letters, digits, . _ : -"); return raw; } },
+  { env: "TESSERA_SHUTDOWN_TIMEOUT_MS", key: "shutdownTimeoutMs", fallback: "10000", help: "On SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled.", parse: integer(0, 600_000) },
+];
+
+/** The file named by TESSERA_CONFIG: a JSON object keyed by the same names as the environment. */
+export const CONFIG_FILE_ENV = "TESSERA_CONFIG";
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+export interface LoadConfigOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Base of relative paths given in the environment; the process's working directory. */
+  cwd?: string;
+}
+
+/**
+ * Reads every setting from the environment, then from the optional JSON file named by
+ * TESSERA_CONFIG (relative paths in it are relative to the file), then the defaults.
+ * Throws a ConfigError listing every problem at once.
+ */
+export function loadConfig(options: LoadConfigOptions = {}): Config {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const problems: string[] = [];
+  let file: Record<string, unknown> = {};
+  let fileDir = cwd;
+
+  const filePath = env[CONFIG_FILE_ENV]?.trim();
+  if (filePath) {
+    const abs = resolve(cwd, filePath);
+    fileDir = dirname(abs);
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(abs, "utf8"));
+      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+        problems.push(`${CONFIG_FILE_ENV} (${abs}): must hold a JSON object`);
+      } else {
+        file = parsed as Record<string, unknown>;
+        const known = new Set(SETTINGS.map((s) => s.env));
+        for (const name of Object.keys(file)) {
+          if (!known.has(name)) problems.push(`${CONFIG_FILE_ENV} (${abs}): unknown setting "${name}"`);
+        }
+      }
+    } catch (err) {
+      problems.push(`${CONFIG_FILE_ENV} (${abs}): ${(err as Error).message}`);
+    }
+  }
+
+  const config: Partial<Record<keyof Config, unknown>> = {};
+  for (const setting of SETTINGS) {
+    let raw: string | undefined;
+    let base = cwd;
+    let source = "environment";
+    if (env[setting.env] !== undefined) {
+      raw = env[setting.env];
+    } else if (Object.hasOwn(file, setting.env)) {
+      const value = file[setting.env];
+      raw = Array.isArray(value) ? value.join(",") : value === null ? "" : String(value);
+      base = fileDir;
+      source = CONFIG_FILE_ENV;
+    } else {
+      raw = setting.fallback;
+      source = "default";
+    }
+    if (raw === undefined) {
+      config[setting.key] = undefined;
+      continue;
+    }
+    try {
+      config[setting.key] = setting.parse(raw, base);
+    } catch (err) {
+      problems.push(`${setting.env} (${source}): ${(err as Error).message}`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config as Config;
+}
+
+/** The settings as `--help` prints them: name, default, meaning. */
+export function settingsHelp(): string {
+  const width = Math.max(...SETTINGS.map((s) => s.env.length), CONFIG_FILE_ENV.length);
+  const lines = [
+    `  ${CONFIG_FILE_ENV.padEnd(width)}  JSON file with any of the settings below, keyed by the same names (the environment wins).`,
+    ...SETTINGS.map((s) => `  ${s.env.padEnd(width)}  ${s.help}${s.fallback === undefined ? "" : ` [default: ${s.fallback}]`}`),
+  ];
+  return lines.join("\n");
+}

@@ -1,0 +1,100 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import {
+  ModelEntrySchema,
+  ModelKind,
+  RegistryService,
+  WorkerSchema,
+  type ModelEntry,
+  type Worker,
+} from "../../gen/tessera/registry/v1/registry_pb.js";
+import type { LiveWorker, WorkerDirectory } from "../../lib/heartbeats/types.js";
+import type { Catalog, CatalogModel, ListedId } from "./catalog.js";
+
+export interface RegistryDeps {
+  catalog: Catalog;
+  /** Live inference workers (heartbeats); a model is listed only while one of them serves it. */
+  workers: WorkerDirectory;
+}
+
+const KIND_NAMES: Record<ModelKind, string> = {
+  [ModelKind.UNSPECIFIED]: "unspecified",
+  [ModelKind.TEXT]: "text",
+  [ModelKind.DECISION]: "decision",
+};
+
+export function createRegistryService({ catalog, workers }: RegistryDeps): ServiceImpl<typeof RegistryService> {
+  // Listings per (filter, set of live serving ids): the set changes rarely, the listing is
+  // asked for on every GET /v1/models. Entries are shared: callers must not modify them.
+  const listings = new Map<string, ModelEntry[]>();
+  return {
+    listModels(req) {
+      const live = servingIdsOf(workers.live());
+      const key = `${req.kind}|${req.includeUnavailable}|${[...live].sort().join("\u0000")}`;
+      let models = listings.get(key);
+      if (models === undefined) {
+        models = catalog.listed
+          .filter((listed) => req.kind === ModelKind.UNSPECIFIED || listed.model.kind === req.kind)
+          .filter((listed) => req.includeUnavailable || live.has(listed.model.servingId))
+          .map(entryOf);
+        if (listings.size >= 256) listings.clear();
+        listings.set(key, models);
+      }
+      return { models };
+    },
+
+    resolveModel(req) {
+      if (req.model === "") throw new ConnectError("model is required", Code.InvalidArgument);
+      const resolution = catalog.resolve(req.model);
+      if (resolution === undefined) throw new ConnectError(`model "${req.model}" does not exist`, Code.NotFound);
+      const { model } = resolution;
+      if (req.kind !== ModelKind.UNSPECIFIED && model.kind !== req.kind) {
+        throw new ConnectError(
+          `model "${req.model}" is a ${KIND_NAMES[model.kind]} model, not a ${KIND_NAMES[req.kind]} model`,
+          Code.InvalidArgument,
+        );
+      }
+      const serving = workers.live().filter((w) => w.models.includes(model.servingId));
+      return { model: entryOf({ id: model.id, model, alias: undefined }), workers: serving.map(workerOf) };
+    },
+
+    listWorkers() {
+      return { workers: workers.live().map(workerOf) };
+    },
+  };
+}
+
+function servingIdsOf(live: LiveWorker[]): Set<string> {
+  const ids = new Set<string>();
+  for (const worker of live) for (const id of worker.models) ids.add(id);
+  return ids;
+}
+
+function entryOf({ id, model, alias }: ListedId): ModelEntry {
+  return create(ModelEntrySchema, {
+    id,
+    kind: model.kind,
+    family: model.family,
+    version: model.version,
+    releaseDate: model.releaseDate,
+    description: alias ? (alias.description ?? aliasDescription(alias.family, model)) : model.description,
+    aliasOf: alias ? model.id : "",
+    modelDir: model.modelDir,
+    servingId: model.servingId,
+  });
+}
+
+function aliasDescription(family: string, target: CatalogModel): string {
+  return `The newest release of the ${family} family, now ${target.id}: ${target.description}`;
+}
+
+function workerOf(worker: LiveWorker): Worker {
+  return create(WorkerSchema, {
+    id: worker.id,
+    address: worker.address,
+    models: worker.models,
+    slotsTotal: worker.slotsTotal,
+    slotsFree: worker.slotsFree,
+    lastSeenUnixMs: BigInt(worker.lastSeenUnixMs),
+  });
+}
