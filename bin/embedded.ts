@@ -187,10 +187,19 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
     ];
 
     const handler = createGatewayHandler({
-      routes: createRoutes({ registry: registryClient, decision: decisionClient, inferenceFor, metrics, readiness }),
+      routes: createRoutes({
+        registry: registryClient,
+        decision: decisionClient,
+        inferenceFor,
+        metrics,
+        readiness,
+        streamStallTimeoutMs: config.streamStallTimeoutMs,
+      }),
       accounting: accountingClient,
       logger,
       metrics,
+      maxUrlBytes: config.maxUrlBytes,
+      deadlineMs: config.requestDeadlineMs,
       connect: createConnectMount({
         routes: (router) => {
           router.service(RegistryService, registryService);
@@ -201,7 +210,14 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
         logger,
       }),
     });
-    const server = createGatewayServer(handler);
+    const server = createGatewayServer(handler, {
+      headersTimeoutMs: config.headersTimeoutMs,
+      requestTimeoutMs: config.bodyTimeoutMs,
+      maxConnections: config.maxConnections,
+      maxHeaderBytes: config.maxHeaderBytes,
+      metrics,
+      logger,
+    });
     await listen(server, config.port, config.host);
     const port = (server.address() as AddressInfo).port;
     const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -221,6 +237,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
           logger.info("shutting down: no new connections, finishing requests in flight");
           // The worker stays announced until the requests in flight are done (cleanup withdraws it).
           await drain(server, config.shutdownTimeoutMs, logger);
+          // Handlers answered 504 past their deadline may still be finishing (and settling).
+          await handler.flush();
           await cleanup();
           logger.info("shut down");
         })()),

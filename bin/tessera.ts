@@ -8,15 +8,22 @@ import { createLogger } from "../lib/logger.js";
 import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
 import { KEYS_HELP, runKeysCommand } from "../services/accounting/cli.js";
 import { CatalogError } from "../services/registry/catalog.js";
+import { bearerInterceptor, serviceTransport } from "../lib/remote/clients.js";
+import { SERVICE_NAMES, startDistributed, type ServiceName } from "./distributed.js";
 import { startEmbedded } from "./embedded.js";
 
-export const SERVICE_NAMES = ["gateway", "accounting", "registry", "inference", "decision"] as const;
+export { SERVICE_NAMES };
 
 const USAGE = `Usage:
   tessera serve [${SERVICE_NAMES.join("|")} …]
-      Run the services (no names: every service in one process, the embedded default).
+      Run the services. No names: every service in one process with the embedded store
+      (the default). Names: those services in this process, in distributed mode on NATS
+      (TESSERA_NATS_URL; the others at TESSERA_ACCOUNTING_URL, TESSERA_REGISTRY_URL,
+      TESSERA_DECISION_URL).
   tessera keys <command> …
-      Manage API keys, accounts, limits and usage in TESSERA_DATA_DIR (tessera keys --help).
+      Manage API keys, accounts, limits and usage: through accounting at
+      TESSERA_ACCOUNTING_URL with TESSERA_ADMIN_TOKEN when set, else in TESSERA_DATA_DIR
+      (tessera keys --help).
   tessera --help
 
 Settings (environment variables):
@@ -36,21 +43,22 @@ async function serve(args: string[]): Promise<number> {
     process.stderr.write(`tessera serve: unknown service ${unknown.map((u) => `"${u}"`).join(", ")} (${SERVICE_NAMES.join(", ")})\n`);
     return 2;
   }
-  const names = new Set(args);
-  if (names.size > 0 && names.size < SERVICE_NAMES.length) {
+  const names = [...new Set(args)] as ServiceName[];
+  const config = loadConfig();
+  // Every service named without NATS is the embedded process, as with no names.
+  const distributed = names.length > 0 && (names.length < SERVICE_NAMES.length || config.natsUrl !== undefined);
+  if (distributed && config.natsUrl === undefined) {
     process.stderr.write(
-      "tessera serve: running a subset of the services is distributed mode (TESSERA_NATS_URL), which this build does not have yet;\n" +
+      `tessera serve ${names.join(" ")}: running a subset of the services is distributed mode, which needs TESSERA_NATS_URL (nats://host:4222);\n` +
         "run `tessera serve` without names to run every service in one process.\n",
     );
     return 2;
   }
-
-  const config = loadConfig();
   const logger = createLogger({ level: config.logLevel });
-  if (config.natsUrl !== undefined) {
-    logger.warn({ natsUrl: config.natsUrl }, "TESSERA_NATS_URL is set, but this build runs the embedded adapters only; it is ignored");
+  if (!distributed && config.natsUrl !== undefined) {
+    logger.warn({ natsUrl: config.natsUrl }, "TESSERA_NATS_URL is set, but `tessera serve` without service names runs the embedded adapters; it is ignored");
   }
-  const app = await startEmbedded({ config, logger });
+  const app = distributed ? await startDistributed({ config, logger, services: names }) : await startEmbedded({ config, logger });
 
   await new Promise<void>((resolve) => {
     let stopping = false;
@@ -76,10 +84,23 @@ async function serve(args: string[]): Promise<number> {
 
 async function keys(args: string[]): Promise<number> {
   if (args.length === 0 || args[0] === "--help" || args[0] === "-h") {
-    process.stdout.write(`${KEYS_HELP}\n\nThe keys live in the store under TESSERA_DATA_DIR (default ./data).\n`);
+    process.stdout.write(
+      `${KEYS_HELP}\n\nWith TESSERA_ACCOUNTING_URL set, the commands go to that accounting service (distributed mode),\n` +
+        "authenticated with TESSERA_ADMIN_TOKEN; otherwise the keys live in the store under TESSERA_DATA_DIR (default ./data).\n",
+    );
     return args.length === 0 ? 2 : 0;
   }
   const config = loadConfig();
+  if (config.accountingUrls.length > 0) {
+    const interceptors = config.adminToken === undefined ? [] : [bearerInterceptor(config.adminToken)];
+    const client = createClient(AccountingService, serviceTransport(config.accountingUrls, { timeoutMs: 30_000, interceptors }));
+    return runKeysCommand(
+      args,
+      client,
+      (line) => process.stdout.write(`${line}\n`),
+      (line) => process.stderr.write(`${line}\n`),
+    );
+  }
   const logger = createLogger({ level: "warn" });
   const accounting = await openEmbeddedAccounting({
     dataDir: config.dataDir,

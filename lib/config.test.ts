@@ -105,3 +105,70 @@ describe("loadConfig", () => {
     expect(help).toContain("[default: 8080]");
   });
 });
+
+describe("distributed-mode settings", () => {
+  it("default to none, with the documented timeouts", () => {
+    const config = loadConfig({ env: {}, cwd: "/work" });
+    expect(config).toMatchObject({
+      accountingUrls: [],
+      registryUrls: [],
+      decisionUrls: [],
+      advertiseUrl: undefined,
+      adminToken: undefined,
+      internalToken: undefined,
+      natsTimeoutMs: 2000,
+      natsReplicas: 1,
+      usageAckWaitMs: 30_000,
+    });
+  });
+
+  it("reads the variables the Helm chart sets: URL lists, the advertised address, the tokens", () => {
+    const config = loadConfig({
+      env: {
+        TESSERA_ACCOUNTING_URL: "http://tessera-accounting:8080/, http://10.0.0.7:8080",
+        TESSERA_REGISTRY_URL: "http://tessera-registry:8080",
+        TESSERA_DECISION_URL: "https://decision.example.com",
+        TESSERA_ADVERTISE_URL: "http://10.1.2.3:8080",
+        TESSERA_WORKER_ID: "tessera-inference-7d9f-abcde",
+        TESSERA_ADMIN_TOKEN: "0123456789abcdef0123456789abcdef",
+        TESSERA_INTERNAL_TOKEN: "internal-secret-0123456789",
+        TESSERA_NATS_TIMEOUT_MS: "500",
+        TESSERA_NATS_REPLICAS: "3",
+        TESSERA_USAGE_ACK_WAIT_MS: "5000",
+      },
+    });
+    expect(config).toMatchObject({
+      accountingUrls: ["http://tessera-accounting:8080", "http://10.0.0.7:8080"],
+      registryUrls: ["http://tessera-registry:8080"],
+      decisionUrls: ["https://decision.example.com"],
+      advertiseUrl: "http://10.1.2.3:8080",
+      workerId: "tessera-inference-7d9f-abcde",
+      adminToken: "0123456789abcdef0123456789abcdef",
+      internalToken: "internal-secret-0123456789",
+      natsTimeoutMs: 500,
+      natsReplicas: 3,
+      usageAckWaitMs: 5000,
+    });
+  });
+
+  it("refuses bad URLs and weak tokens, naming each", () => {
+    const found = problems({
+      TESSERA_ACCOUNTING_URL: "http://ok:8080,accounting:8080",
+      TESSERA_REGISTRY_URL: "ftp://registry",
+      TESSERA_ADVERTISE_URL: "http://10.0.0.1:8080/?x=1",
+      TESSERA_ADMIN_TOKEN: "short",
+      TESSERA_INTERNAL_TOKEN: "has a space in it, long enough",
+      TESSERA_NATS_REPLICAS: "7",
+    });
+    expect(found).toHaveLength(6);
+    expect(found.join("\n")).toMatch(/TESSERA_ACCOUNTING_URL \(environment\): must be an http:\/\/ or https:\/\/ URL, got "accounting:8080"/);
+    expect(found.join("\n")).toMatch(/TESSERA_ADMIN_TOKEN \(environment\): must be at least 16 characters/);
+    // A secret is never echoed back in an error.
+    expect(found.join("\n")).not.toContain("has a space in it");
+  });
+
+  it("leaves empty values unset and shows no empty default in the help", () => {
+    expect(loadConfig({ env: { TESSERA_ADMIN_TOKEN: "", TESSERA_ACCOUNTING_URL: " , " } })).toMatchObject({ adminToken: undefined, accountingUrls: [] });
+    expect(settingsHelp()).not.toContain("[default: ]");
+  });
+});

@@ -22,6 +22,30 @@ export interface Config {
   natsUrl: string | undefined;
   workerId: string;
   shutdownTimeoutMs: number;
+  /** Hardening of the HTTP port (gateway/server.ts): timeouts, deadline, connection and size caps. */
+  headersTimeoutMs: number;
+  bodyTimeoutMs: number;
+  requestDeadlineMs: number;
+  streamStallTimeoutMs: number;
+  maxConnections: number;
+  maxHeaderBytes: number;
+  maxUrlBytes: number;
+  /** Distributed mode: Connect base URLs of the accounting replicas, tried in turn. */
+  accountingUrls: string[];
+  registryUrls: string[];
+  decisionUrls: string[];
+  /** The Connect base URL an inference worker announces (default: http://TESSERA_HOST:port). */
+  advertiseUrl: string | undefined;
+  /** Bearer credential of accounting's admin RPCs in distributed mode. */
+  adminToken: string | undefined;
+  /** Optional bearer credential of accounting's internal RPCs (Authenticate, Admit, Settle). */
+  internalToken: string | undefined;
+  /** How long one JetStream request (KV read or write, publish) may take before it fails. */
+  natsTimeoutMs: number;
+  /** Replicas of the JetStream KV buckets and the usage stream. */
+  natsReplicas: number;
+  /** How long a usage event may stay unacknowledged before JetStream redelivers it. */
+  usageAckWaitMs: number;
 }
 
 interface Setting<K extends keyof Config> {
@@ -51,6 +75,39 @@ const path = (raw: string, baseDir: string) => {
 };
 
 const optional = (raw: string) => (raw.trim() === "" ? undefined : raw.trim());
+
+/** One http(s) base URL, without a trailing slash. */
+function baseUrl(raw: string): string {
+  const text = raw.trim();
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new Error(`must be an http:// or https:// URL, got "${raw}"`);
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") {
+    throw new Error(`must be an http:// or https:// URL, got "${raw}"`);
+  }
+  if (url.search !== "" || url.hash !== "") throw new Error(`must not carry a query or fragment, got "${raw}"`);
+  return text.replace(/\/+$/, "");
+}
+
+/** Comma-separated base URLs (several replicas of one service); empty means none. */
+const urlList = (raw: string): string[] =>
+  raw
+    .split(",")
+    .map((part) => part.trim())
+    .filter((part) => part !== "")
+    .map(baseUrl);
+
+/** A bearer credential: unset when empty; long enough not to be guessed; one token. */
+const token = (raw: string): string | undefined => {
+  const value = raw.trim();
+  if (value === "") return undefined;
+  if (value.length < 16) throw new Error("must be at least 16 characters");
+  if (value.length > 1024 || !/^[\x21-\x7e]+$/.test(value)) throw new Error("must be 16-1024 printable ASCII characters without spaces");
+  return value;
+};
 
 export const SETTINGS: readonly AnySetting[] = [
   { env: "TESSERA_HOST", key: "host", fallback: "127.0.0.1", help: "Address the HTTP server listens on (0.0.0.0 for every interface).", parse: (raw) => { if (raw.trim() === "") throw new Error("must not be empty"); return raw.trim(); } },
@@ -110,6 +167,22 @@ export const SETTINGS: readonly AnySetting[] = [
   },
   { env: "TESSERA_WORKER_ID", key: "workerId", fallback: `${hostname()}-${process.pid}`, help: "Id this process's inference worker announces in its heartbeats (default: host-pid).", parse: (raw) => { if (!/^[A-Za-z0-9._:-]{1,128}$/.test(raw)) throw new Error("must be 1-128 letters, digits, . _ : -"); return raw; } },
   { env: "TESSERA_SHUTDOWN_TIMEOUT_MS", key: "shutdownTimeoutMs", fallback: "10000", help: "On SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled.", parse: integer(0, 600_000) },
+  { env: "TESSERA_HEADERS_TIMEOUT_MS", key: "headersTimeoutMs", fallback: "10000", help: "Time a client has to send a request's headers; slower ones get 408 and are cut off (slowloris).", parse: integer(100, 600_000) },
+  { env: "TESSERA_BODY_TIMEOUT_MS", key: "bodyTimeoutMs", fallback: "60000", help: "Time a client has to send a whole request, body included (at least the headers timeout); slower ones get 408.", parse: integer(100, 3_600_000) },
+  { env: "TESSERA_REQUEST_DEADLINE_MS", key: "requestDeadlineMs", fallback: "600000", help: "A request whose answer has not started after this long gets 504 and its work is cancelled (0: no deadline).", parse: integer(0, 86_400_000) },
+  { env: "TESSERA_STREAM_STALL_TIMEOUT_MS", key: "streamStallTimeoutMs", fallback: "30000", help: "A stream whose client reads nothing for this long is dropped and its generation slot freed.", parse: integer(100, 3_600_000) },
+  { env: "TESSERA_MAX_CONNECTIONS", key: "maxConnections", fallback: "1024", help: "Connections open at once on the HTTP port; further ones are closed as they are accepted.", parse: integer(1, 1_000_000) },
+  { env: "TESSERA_MAX_HEADER_BYTES", key: "maxHeaderBytes", fallback: "16384", help: "Largest request line plus headers; larger requests get 431.", parse: integer(1024, 1_048_576) },
+  { env: "TESSERA_MAX_URL_BYTES", key: "maxUrlBytes", fallback: "8192", help: "Longest request target (path and query); longer ones get 414.", parse: integer(64, 1_048_576) },
+  { env: "TESSERA_ACCOUNTING_URL", key: "accountingUrls", fallback: "", help: "Distributed mode: Connect URL(s) of accounting, comma-separated replicas tried in turn (http://accounting:8080). Also where `tessera keys` goes when set.", parse: urlList },
+  { env: "TESSERA_REGISTRY_URL", key: "registryUrls", fallback: "", help: "Distributed mode: Connect URL(s) of the registry, comma-separated.", parse: urlList },
+  { env: "TESSERA_DECISION_URL", key: "decisionUrls", fallback: "", help: "Distributed mode: Connect URL(s) of the decision service, comma-separated.", parse: urlList },
+  { env: "TESSERA_ADVERTISE_URL", key: "advertiseUrl", fallback: undefined, help: "Distributed mode: the Connect URL an inference worker announces in its heartbeats (default: http://<TESSERA_HOST or host name>:<port>).", parse: (raw) => (raw.trim() === "" ? undefined : baseUrl(raw)) },
+  { env: "TESSERA_ADMIN_TOKEN", key: "adminToken", fallback: undefined, help: "Distributed mode: the bearer token accounting's admin RPCs require (and `tessera keys` sends); unset refuses them.", parse: token },
+  { env: "TESSERA_INTERNAL_TOKEN", key: "internalToken", fallback: undefined, help: "Distributed mode, optional: a bearer token accounting requires on Authenticate/Admit/Settle and gateways send.", parse: token },
+  { env: "TESSERA_NATS_TIMEOUT_MS", key: "natsTimeoutMs", fallback: "2000", help: "Distributed mode: how long one JetStream request may take; while NATS is away requests fail with 503 at once.", parse: integer(100, 60_000) },
+  { env: "TESSERA_NATS_REPLICAS", key: "natsReplicas", fallback: "1", help: "Distributed mode: replicas of the JetStream KV buckets and usage stream (3 on a NATS cluster).", parse: integer(1, 5) },
+  { env: "TESSERA_USAGE_ACK_WAIT_MS", key: "usageAckWaitMs", fallback: "30000", help: "Distributed mode: a usage event not acknowledged within this time (its accounting replica died) is redelivered.", parse: integer(1_000, 3_600_000) },
 ];
 
 /** The file named by TESSERA_CONFIG: a JSON object keyed by the same names as the environment. */
@@ -186,6 +259,9 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       problems.push(`${setting.env} (${source}): ${(err as Error).message}`);
     }
   }
+  if (typeof config.headersTimeoutMs === "number" && typeof config.bodyTimeoutMs === "number" && config.bodyTimeoutMs < config.headersTimeoutMs) {
+    problems.push(`TESSERA_BODY_TIMEOUT_MS (${config.bodyTimeoutMs}) must be at least TESSERA_HEADERS_TIMEOUT_MS (${config.headersTimeoutMs})`);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return config as Config;
 }
@@ -195,7 +271,7 @@ export function settingsHelp(): string {
   const width = Math.max(...SETTINGS.map((s) => s.env.length), CONFIG_FILE_ENV.length);
   const lines = [
     `  ${CONFIG_FILE_ENV.padEnd(width)}  JSON file with any of the settings below, keyed by the same names (the environment wins).`,
-    ...SETTINGS.map((s) => `  ${s.env.padEnd(width)}  ${s.help}${s.fallback === undefined ? "" : ` [default: ${s.fallback}]`}`),
+    ...SETTINGS.map((s) => `  ${s.env.padEnd(width)}  ${s.help}${s.fallback === undefined || s.fallback === "" ? "" : ` [default: ${s.fallback}]`}`),
   ];
   return lines.join("\n");
 }

@@ -4,7 +4,8 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SettleRequestSchema, UsageKind, type SettleRequest } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { startNatsServer, type NatsServerHandle } from "../../test/nats/nats-server.js";
-import { ensureUsageStream, natsUsageSink, startUsageConsumer } from "./usage-stream.js";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { ensureUsageStream, natsUsageSink, startUsageConsumer, USAGE_STREAM, USAGE_SUBJECT, usageAckWaitMs } from "./usage-stream.js";
 
 const logger = pino({ level: "silent" });
 let server: NatsServerHandle;
@@ -74,5 +75,44 @@ describe("usage stream", () => {
     await new Promise((r) => setTimeout(r, 500));
     await second.stop();
     expect(again).toEqual([]);
+  });
+
+  it("sets the consumer's ack wait, also on an existing consumer (TESSERA_USAGE_ACK_WAIT_MS)", async () => {
+    await ensureUsageStream(nc, { ackWaitMs: 5_000 });
+    expect(await usageAckWaitMs(nc)).toBe(5_000);
+    await ensureUsageStream(nc, { ackWaitMs: 7_000 });
+    expect(await usageAckWaitMs(nc)).toBe(7_000);
+    await ensureUsageStream(nc);
+    expect(await usageAckWaitMs(nc)).toBe(7_000);
+  });
+
+  it("settles events concurrently, and drops a malformed one instead of redelivering it forever", async () => {
+    let active = 0;
+    let most = 0;
+    const settled: string[] = [];
+    const consumer = startUsageConsumer(
+      nc,
+      async (e) => {
+        active += 1;
+        most = Math.max(most, active);
+        await new Promise((r) => setTimeout(r, 50));
+        active -= 1;
+        settled.push(e.requestId);
+      },
+      logger,
+      { concurrency: 8 },
+    );
+    await jetstream(nc).publish(`${USAGE_SUBJECT}.1`, new Uint8Array([0xff, 0xff, 0xff]), { msgID: "garbage" });
+    const sink = natsUsageSink(nc);
+    for (let i = 0; i < 16; i++) await sink.publish(event(`req-par-${i}`, i));
+    await until(() => settled.length === 16);
+    await new Promise((r) => setTimeout(r, 300));
+    await consumer.stop();
+    expect(settled.sort()).toEqual(Array.from({ length: 16 }, (_, i) => `req-par-${i}`).sort());
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(8);
+    // Nothing is left in the work queue: the malformed event was terminated, not left to redeliver.
+    const info = await (await jetstreamManager(nc)).streams.info(USAGE_STREAM);
+    expect(info.state.messages).toBe(0);
   });
 });

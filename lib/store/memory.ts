@@ -16,14 +16,40 @@ export interface MemoryStoreOptions {
 }
 
 interface Slot {
-  json: string;
+  /** The bucket's own copy; never handed out. */
+  value: unknown;
   revision: number;
   writtenAt: number;
 }
 
+/** What a read-modify-write by `updateNow` did. */
+export interface UpdateNowResult {
+  /** The revision after the call (of the write, or of the value seen); null when the key is missing. */
+  revision: number | null;
+  /** Whether the call wrote a new value. */
+  changed: boolean;
+}
+
 /**
- * A process-local store: rate windows in embedded mode, and tests. Values are kept as JSON
- * text so that callers get copies, as they would from a real backend.
+ * A read-modify-write done at once. Only a store whose writes are process-local can offer
+ * it: nothing can run between the read and the write, so it needs neither a compare-and-set
+ * round trip nor retries. `fn` gets a copy of the current value (undefined when missing) and
+ * returns the new value, or undefined to leave the key as it is; a throw writes nothing.
+ */
+export interface UpdatesNow<T> {
+  updateNow(key: string, fn: (current: T | undefined) => T | undefined): UpdateNowResult;
+}
+
+/** Whether `bucket` can do a read-modify-write at once (the memory store's buckets can). */
+export function updatesNow<T>(bucket: KvBucket<T>): bucket is KvBucket<T> & UpdatesNow<T> {
+  return bucket instanceof MemoryBucket;
+}
+
+/**
+ * A process-local store: rate windows in embedded mode, and tests. Callers get copies, as
+ * they would from a real backend: what is written is copied in, what is read is copied out,
+ * exactly as a JSON round trip would give it (plain data is copied directly, which costs a
+ * fraction of serializing it).
  */
 export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   const clock = options.clock ?? Date.now;
@@ -48,7 +74,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   };
 }
 
-class MemoryBucket<T> implements KvBucket<T> {
+class MemoryBucket<T> implements KvBucket<T>, UpdatesNow<T> {
   private readonly slots = new Map<string, Slot>();
   private lastRevision = 0;
 
@@ -61,7 +87,7 @@ class MemoryBucket<T> implements KvBucket<T> {
   async get(key: string): Promise<KvEntry<T> | null> {
     assertValidKey(key);
     const slot = this.live(key);
-    return slot ? { value: JSON.parse(slot.json) as T, revision: slot.revision } : null;
+    return slot ? { value: copyJson(slot.value) as T, revision: slot.revision } : null;
   }
 
   async create(key: string, value: T): Promise<number> {
@@ -82,6 +108,14 @@ class MemoryBucket<T> implements KvBucket<T> {
   async put(key: string, value: T): Promise<number> {
     assertValidKey(key);
     return this.write(key, value);
+  }
+
+  updateNow(key: string, fn: (current: T | undefined) => T | undefined): UpdateNowResult {
+    assertValidKey(key);
+    const slot = this.live(key);
+    const next = fn(slot ? (copyJson(slot.value) as T) : undefined);
+    if (next === undefined) return { revision: slot?.revision ?? null, changed: false };
+    return { revision: this.write(key, next), changed: true };
   }
 
   async delete(key: string, expectedRevision?: number): Promise<void> {
@@ -112,12 +146,12 @@ class MemoryBucket<T> implements KvBucket<T> {
   }
 
   private write(key: string, value: T): number {
-    const json = JSON.stringify(value);
-    if (json === undefined) throw new TypeError(`${this.name}/${key}: value is not JSON`);
+    const copy = copyJson(value);
+    if (copy === undefined) throw new TypeError(`${this.name}/${key}: value is not JSON`);
     const revision = ++this.lastRevision;
     // Re-inserting keeps the map in write order, so expired entries are always at its start.
     this.slots.delete(key);
-    this.slots.set(key, { json, revision, writtenAt: this.clock() });
+    this.slots.set(key, { value: copy, revision, writtenAt: this.clock() });
     if (this.ttlMs !== undefined) this.dropExpired();
     return revision;
   }
@@ -128,5 +162,61 @@ class MemoryBucket<T> implements KvBucket<T> {
       if (now - slot.writtenAt < this.ttlMs!) break;
       this.slots.delete(key);
     }
+  }
+}
+
+/** Returned by plainCopy for anything it leaves to JSON. */
+const NOT_PLAIN = Symbol("not plain");
+/** Deeper values are left to JSON (which also reports cycles). */
+const MAX_PLAIN_DEPTH = 32;
+
+/**
+ * What `JSON.parse(JSON.stringify(value))` gives (undefined where JSON has no text for the
+ * value). Plain data — strings, booleans, finite numbers, null, arrays and plain objects of
+ * those — is copied directly; anything JSON would transform (toJSON, NaN, undefined
+ * members, class instances, `__proto__` keys, cycles) takes the JSON round trip itself.
+ */
+export function copyJson(value: unknown): unknown {
+  const copy = plainCopy(value, 0);
+  if (copy !== NOT_PLAIN) return copy;
+  const json = JSON.stringify(value);
+  return json === undefined ? undefined : JSON.parse(json);
+}
+
+function plainCopy(value: unknown, depth: number): unknown {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      // JSON writes -0 as 0 and non-finite numbers as null.
+      return Number.isFinite(value) ? value + 0 : NOT_PLAIN;
+    case "object": {
+      if (value === null) return null;
+      if (depth >= MAX_PLAIN_DEPTH) return NOT_PLAIN;
+      if (Array.isArray(value)) {
+        const out = new Array<unknown>(value.length);
+        for (let i = 0; i < value.length; i++) {
+          const item = plainCopy(value[i], depth + 1);
+          if (item === NOT_PLAIN) return NOT_PLAIN;
+          out[i] = item;
+        }
+        return out;
+      }
+      const proto = Object.getPrototypeOf(value) as unknown;
+      if (proto !== Object.prototype && proto !== null) return NOT_PLAIN;
+      const source = value as Record<string, unknown>;
+      if (typeof source["toJSON"] === "function") return NOT_PLAIN;
+      const out: Record<string, unknown> = {};
+      for (const key of Object.keys(source)) {
+        if (key === "__proto__") return NOT_PLAIN;
+        const item = plainCopy(source[key], depth + 1);
+        if (item === NOT_PLAIN) return NOT_PLAIN;
+        out[key] = item;
+      }
+      return out;
+    }
+    default:
+      return NOT_PLAIN;
   }
 }

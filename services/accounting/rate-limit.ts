@@ -1,4 +1,5 @@
 import { casUpdate, type KvBucket } from "../../lib/store/index.js";
+import { updatesNow } from "../../lib/store/memory.js";
 import type { RateWindow } from "./records.js";
 
 export const WINDOW_MS = 60_000;
@@ -21,8 +22,10 @@ export interface RateDecision {
  *
  * The count goes up by compare-and-set only when the request is admitted, so concurrent
  * callers (in this process or in other replicas) never admit more than `limit` per window.
+ * A process-local store (embedded mode) does the read-modify-write at once instead: nothing
+ * else can run between its read and its write, and this is on every request's path.
  */
-export async function takeRequest(
+export function takeRequest(
   bucket: KvBucket<RateWindow>,
   key: string,
   limit: number,
@@ -32,7 +35,7 @@ export async function takeRequest(
   let admitted = false;
   let count = 0;
   let start = windowStart;
-  await casUpdate(bucket, key, (current) => {
+  const take = (current: RateWindow | undefined): RateWindow | undefined => {
     // A window stamped later than ours comes from a replica whose clock runs ahead:
     // count in it rather than reset it.
     const same = current !== undefined && current.w >= windowStart;
@@ -42,7 +45,16 @@ export async function takeRequest(
     if (!admitted) return undefined;
     count += 1;
     return { w: start, n: count };
-  });
-  const resetSeconds = Math.max(1, Math.ceil((start + WINDOW_MS - now) / 1000));
-  return { admitted, remaining: admitted ? limit - count : 0, resetSeconds };
+  };
+  const decision = (): RateDecision => {
+    const resetSeconds = Math.max(1, Math.ceil((start + WINDOW_MS - now) / 1000));
+    return { admitted, remaining: admitted ? limit - count : 0, resetSeconds };
+  };
+  if (!updatesNow(bucket)) return casUpdate(bucket, key, take).then(decision);
+  try {
+    bucket.updateNow(key, take);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  return Promise.resolve(decision());
 }
