@@ -22,6 +22,15 @@ declare module "autocannon" {
     timeouts: number;
     non2xx: number;
     "2xx": number;
+    statusCodeStats?: Record<string, { count: number }>;
+  }
+  export interface RequestOptions {
+    method?: string;
+    path?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    /** Called with every answer; `headers` as autocannon gives them (an object or a flat name/value list). */
+    onResponse?: (status: number, body: string, context: Record<string, unknown>, headers: unknown) => void;
   }
   export interface Options {
     url: string;
@@ -30,6 +39,9 @@ declare module "autocannon" {
     pipelining?: number;
     headers?: Record<string, string>;
     method?: string;
+    /** Seconds before a request counts as timed out (default 10). */
+    timeout?: number;
+    requests?: RequestOptions[];
   }
   function autocannon(options: Options): Promise<Result>;
   export default autocannon;

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
-import { HttpError } from "./errors.js";
+import { MAX_JSON_DEPTH, parseJsonText } from "../lib/safe-json.js";
+import { HttpError, type Violation } from "./errors.js";
 
 /** Largest request body accepted on every POST route: 8 MiB. */
 export const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -84,9 +85,10 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * Parses a JSON body. Problems are reported the FastAPI way (loc, msg, type): an empty
- * body is `missing`, bad UTF-8 or bad JSON is `json_invalid` with the byte position.
+ * body is `missing`, bad UTF-8 or bad JSON is `json_invalid` with the byte position, JSON
+ * nested deeper than `maxDepth` is `too_deep` (checked before parsing: see lib/safe-json).
  */
-export function parseJson(body: Buffer): unknown {
+export function parseJson(body: Buffer, maxDepth = MAX_JSON_DEPTH): unknown {
   if (body.length === 0) {
     throw HttpError.invalid([{ loc: ["body"], msg: "Field required", type: "missing" }]);
   }
@@ -94,14 +96,25 @@ export function parseJson(body: Buffer): unknown {
   try {
     text = utf8.decode(body);
   } catch {
-    throw HttpError.invalid([{ loc: ["body"], msg: "body is not valid UTF-8", type: "json_invalid" }]);
+    throw unparsable({ loc: ["body"], msg: "body is not valid UTF-8", type: "json_invalid" }, "The request body is not valid UTF-8.", "json_invalid");
   }
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    const message = (err as Error).message;
-    const at = /position (\d+)/.exec(message)?.[1];
-    const position = at !== undefined ? Number(at) : /end of JSON input/.test(message) ? text.length : 0;
-    throw HttpError.invalid([{ loc: ["body", position], msg: "JSON decode error", type: "json_invalid" }]);
+  const parsed = parseJsonText(text, maxDepth);
+  if (parsed.ok) return parsed.value;
+  if (parsed.reason === "depth") {
+    throw unparsable(
+      { loc: ["body", parsed.position], msg: `JSON nested deeper than ${parsed.limit} levels of objects and arrays`, type: "too_deep" },
+      `The JSON body is nested deeper than ${parsed.limit} levels of objects and arrays (at character ${parsed.position}).`,
+      "json_too_deep",
+    );
   }
+  throw unparsable(
+    { loc: ["body", parsed.position], msg: "JSON decode error", type: "json_invalid" },
+    `We could not parse the JSON body of your request (at character ${parsed.position}).`,
+    "json_invalid",
+  );
+}
+
+/** A body that is not a JSON document: 422 with the violation (System One), 400 naming no field (OpenAI). */
+function unparsable(violation: Violation, message: string, code: string): HttpError {
+  return new HttpError(400, "invalid_request_error", message, { code, param: null, violations: [violation] });
 }

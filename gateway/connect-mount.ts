@@ -18,6 +18,7 @@ import {
   type ScoreResponse,
 } from "../gen/tessera/inference/v1/inference_pb.js";
 import type { Logger } from "../lib/logger.js";
+import { MAX_BODY_BYTES } from "./body.js";
 import { errorBody, HttpError } from "./errors.js";
 import { REQUEST_ID_HEADER, sendJson, type AccountingGate } from "./server.js";
 
@@ -114,6 +115,8 @@ export function createConnectMount({ routes, accounting, logger }: ConnectMountD
   const keyIds = new Map<string, string>();
   const adapter = connectNodeAdapter({
     routes,
+    // Same bound as the JSON routes; Connect's own default would buffer up to 4 GiB.
+    readMaxBytes: MAX_BODY_BYTES,
     interceptors: [accountingInterceptor(accounting, logger, (requestId, keyId) => keyIds.set(requestId, keyId))],
     contextValues: (req) => createContextValues().set(requestIdKey, requestIds.get(req as IncomingMessage) ?? ""),
     fallback: (req, res) => {

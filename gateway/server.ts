@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import {
@@ -30,6 +31,25 @@ export interface GatewayDeps {
   /** Serves the Connect paths of the mounted services; unset answers them 404. */
   connect?: NodeHandler & { takeKeyId?: (requestId: string) => string | undefined };
   maxBodyBytes?: number;
+  /** Longer request targets (path and query) are answered 414. Default 8 KiB. */
+  maxUrlBytes?: number;
+  /**
+   * A request whose answer has not started this long after it was received (body included)
+   * is answered 504 and its work is cancelled (its signal aborts). A stream that has started
+   * is governed by its stall timeout instead. 0: no deadline. Default 10 min.
+   */
+  deadlineMs?: number;
+}
+
+export const DEFAULT_MAX_URL_BYTES = 8 * 1024;
+export const DEFAULT_DEADLINE_MS = 600_000;
+
+/** The request ran past the gateway's deadline before its answer started. */
+export class DeadlineExpired extends Error {
+  constructor(readonly deadlineMs: number) {
+    super(`the request took longer than ${deadlineMs} ms before its answer started; its work was cancelled`);
+    this.name = "DeadlineExpired";
+  }
 }
 
 export const REQUEST_ID_HEADER = "x-service-request-id";
@@ -48,6 +68,13 @@ function styleOfPath(path: string): ErrorStyle {
 }
 
 const BEARER = /^\s*Bearer\s+(\S+)\s*$/i;
+
+const KEY_IN_PATH = /tsr_[^/?#]*/g;
+
+/** A path as logged: at most 200 characters, and anything that looks like an API key (a client that put its key in the URL) redacted. */
+function loggedPath(path: string): string {
+  return (path.includes("tsr_") ? path.replace(KEY_IN_PATH, "tsr_[redacted]") : path).slice(0, 200);
+}
 
 /** The Bearer secret, or undefined when no key was sent. */
 export function bearerKey(header: string | undefined): string | undefined {
@@ -83,7 +110,14 @@ class HttpRequestContext implements RequestContext {
   pendingSettle: UsageKind | undefined = undefined;
   /** The client went away before the answer was complete. */
   gone = false;
+  /** The gateway has answered on the handler's behalf (deadline): whatever it does later is dropped. */
+  answered = false;
+  /** The deadline's timer, set once the request has been received. */
+  deadline: NodeJS.Timeout | undefined = undefined;
+  /** Set when the gateway answered before the handler finished; called when it has. */
+  served: (() => void) | undefined = undefined;
   private controller: AbortController | undefined = undefined;
+  private abortReason: Error | undefined = undefined;
 
   constructor(
     readonly requestId: string,
@@ -97,14 +131,19 @@ class HttpRequestContext implements RequestContext {
   get signal(): AbortSignal {
     if (this.controller === undefined) {
       this.controller = new AbortController();
-      if (this.gone) this.controller.abort(new ClientGone());
+      if (this.abortReason !== undefined) this.controller.abort(this.abortReason);
     }
     return this.controller.signal;
   }
 
+  abort(reason: Error): void {
+    this.abortReason ??= reason;
+    this.controller?.abort(reason);
+  }
+
   clientGone(): void {
     this.gone = true;
-    this.controller?.abort(new ClientGone());
+    this.abort(new ClientGone());
   }
 
   async admit(kind: UsageKind, reserveTokens: number): Promise<AdmitResponse> {
@@ -139,9 +178,11 @@ class HttpRequestContext implements RequestContext {
  * admission through accounting, body limits, error shapes, the per-request log line and
  * HTTP metrics. Routes are small modules (gateway/routes) listed in one table.
  */
-export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
+export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
   const { accounting, logger, metrics } = deps;
   const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
+  const maxUrl = deps.maxUrlBytes ?? DEFAULT_MAX_URL_BYTES;
+  const deadlineMs = deps.deadlineMs ?? DEFAULT_DEADLINE_MS;
   const table = new Map<string, Map<string, Route>>();
   for (const route of deps.routes) {
     let methods = table.get(route.path);
@@ -166,6 +207,8 @@ export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
   };
 
   const principals: PrincipalCache = createPrincipalCache();
+  /** Handlers still running after the gateway answered for them (deadline); shutdown waits for them (flush). */
+  const late = new Set<Promise<void>>();
 
   /** Auth, admission and body, in that order; then the route's handler. */
   async function run(route: Route, ctx: HttpRequestContext): Promise<JsonReply | undefined> {
@@ -196,6 +239,8 @@ export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
       if (refused !== undefined) throw refused;
       ctx.body = parseJson(await readBody(ctx.req, maxBody));
     }
+    // Receiving the request is bounded by the body timeout; from here on, by the deadline.
+    if (deadlineMs > 0) ctx.deadline = setTimeout(expire, deadlineMs, route, ctx);
     return route.handle(ctx);
   }
 
@@ -207,6 +252,7 @@ export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
 
   function fail(route: Route, ctx: HttpRequestContext, err: unknown): void {
     const { res } = ctx;
+    if (ctx.answered) return;
     if (err instanceof ClientGone || ctx.gone) {
       if (!res.writableEnded) res.destroy();
       return;
@@ -224,19 +270,50 @@ export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
     discardBody(ctx.req, res);
   }
 
+  /** The deadline passed before the answer started: answer 504 now and cancel the handler's work. */
+  function expire(route: Route, ctx: HttpRequestContext): void {
+    const { res } = ctx;
+    if (res.headersSent || res.writableEnded || ctx.gone) return;
+    ctx.answered = true;
+    ctx.log["deadlineExpired"] = true;
+    // Its handler goes on until it sees the abort; shutdown waits for it (flush).
+    const served = new Promise<void>((resolve) => (ctx.served = resolve));
+    late.add(served);
+    void served.then(() => late.delete(served));
+    const expired = new DeadlineExpired(deadlineMs);
+    ctx.abort(expired);
+    replyError(res, route.errorStyle, new HttpError(504, "api_error", expired.message, { code: "timeout" }));
+    discardBody(ctx.req, res);
+  }
+
   async function serve(route: Route, ctx: HttpRequestContext): Promise<void> {
+    try {
+      await answer(route, ctx);
+    } finally {
+      ctx.served?.();
+    }
+  }
+
+  async function answer(route: Route, ctx: HttpRequestContext): Promise<void> {
     let reply: JsonReply | undefined;
+    let failure: { err: unknown } | undefined;
     try {
       reply = await run(route, ctx);
     } catch (err) {
-      fail(route, ctx, err);
+      failure = { err };
+    }
+    clearTimeout(ctx.deadline);
+    // An admission that reserved quota is settled (with zero usage if the handler did not)
+    // before the answer goes out: a shutdown waits for answers, so the store is still open.
+    if (ctx.pendingSettle !== undefined) {
+      await ctx.settle(ctx.pendingSettle, {}).catch((err: unknown) => logger.error({ reqId: ctx.requestId, err }, "settling failed"));
+    }
+    if (failure !== undefined) {
+      fail(route, ctx, failure.err);
       return;
-    } finally {
-      if (ctx.pendingSettle !== undefined) {
-        ctx.settle(ctx.pendingSettle, {}).catch((err: unknown) => logger.error({ reqId: ctx.requestId, err }, "settling failed"));
-      }
     }
     const { res } = ctx;
+    if (ctx.answered) return;
     if (reply === undefined || res.headersSent) {
       if (!res.writableEnded) res.end();
       return;
@@ -251,7 +328,7 @@ export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
     discardBody(ctx.req, res);
   }
 
-  return (req, res) => {
+  const handle: NodeHandler = (req, res) => {
     const started = performance.now();
     const requestId = newRequestId();
     res.setHeader(REQUEST_ID_HEADER, requestId);
@@ -278,7 +355,7 @@ export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
           keyId: ctx.principal?.keyId ?? connectKeyId,
           method,
           route: ctx.routeName,
-          path: ctx.routeName === "unmatched" ? path.slice(0, 200) : undefined,
+          path: ctx.routeName === "unmatched" ? loggedPath(path) : undefined,
           status,
           latencyMs: Math.round(seconds * 1e5) / 100,
           ...ctx.log,
@@ -287,9 +364,25 @@ export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
       );
     });
 
+    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
+      // What node:http would answer itself (requireHostHeader), but in the JSON shape with a request id.
+      replyError(res, styleOfPath(path), new HttpError(400, "invalid_request_error", "an HTTP/1.1 request must carry a Host header", { code: "missing_host" }));
+      discardBody(req, res);
+      return;
+    }
+    if (url.length > maxUrl) {
+      replyError(
+        res,
+        styleOfPath(path),
+        new HttpError(414, "invalid_request_error", `the request target (path and query) is longer than ${maxUrl} bytes`, { code: "uri_too_long" }),
+      );
+      discardBody(req, res);
+      return;
+    }
+
     if (deps.connect !== undefined && path.startsWith("/tessera.")) {
       ctx.routeName = "connect";
-      ctx.log["rpc"] = path.slice(1, 200);
+      ctx.log["rpc"] = loggedPath(path.slice(1));
       deps.connect(req, res);
       return;
     }
@@ -314,7 +407,19 @@ export function createGatewayHandler(deps: GatewayDeps): NodeHandler {
     level = route.logLevel ?? "info";
     void serve(route, ctx);
   };
+  return Object.assign(handle, {
+    flush: async () => {
+      while (late.size > 0) await Promise.all([...late]);
+    },
+  });
 }
+
+/**
+ * The gateway's request handler. `flush` waits for handlers still running after the gateway
+ * answered for them (past their deadline); call it on shutdown after the server has drained,
+ * before closing the stores and clients they use.
+ */
+export type GatewayHandler = NodeHandler & { flush(): Promise<void> };
 
 function replyError(res: ServerResponse, style: ErrorStyle, err: HttpError): void {
   const { status, body } = errorBody(style, err);
@@ -347,15 +452,119 @@ function discardBody(req: IncomingMessage, res: ServerResponse): void {
 
 export interface GatewayServerOptions {
   maxBodyBytes?: number;
+  /** Time a client has to send a request's headers (slowloris). Default 10 s. */
+  headersTimeoutMs?: number;
+  /** Time a client has to send a whole request, body included (slow bodies). Default 60 s. */
+  requestTimeoutMs?: number;
+  /** Connections open at once; beyond it new ones are closed as they are accepted. Default 1024. */
+  maxConnections?: number;
+  /** Largest request line plus headers; larger is answered 431. Default 16 KiB. */
+  maxHeaderBytes?: number;
+  /** Idle time after which a keep-alive connection is closed. Default 65 s (longer than common load balancers' 60 s). */
+  keepAliveTimeoutMs?: number;
+  /** Counts connections refused and malformed or timed-out requests. */
+  metrics?: Metrics;
+  logger?: Logger;
+}
+
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+export const DEFAULT_MAX_CONNECTIONS = 1024;
+export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024;
+
+/** HTTP answers to requests node:http refused before any handler ran (parse errors, timeouts). */
+const CLIENT_ERRORS: Readonly<Record<string, { status: number; reason: string; message: string; code: string }>> = {
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    reason: "Request Header Fields Too Large",
+    message: "the request line and headers are larger than this server accepts",
+    code: "headers_too_large",
+  },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: { status: 413, reason: "Payload Too Large", message: "chunk extensions are too large", code: "request_too_large" },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    status: 408,
+    reason: "Request Timeout",
+    message: "the request was not received in time; the connection is closed",
+    code: "request_timeout",
+  },
+};
+const MALFORMED = { status: 400, reason: "Bad Request", message: "malformed HTTP request", code: "bad_request" };
+
+/**
+ * The answer to a request node:http could not parse or that timed out, in the System One
+ * error shape with a request id, then the connection is closed. Nothing is written when a
+ * response on that connection has already started (it would corrupt it).
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): { status: number; code: string } | undefined {
+  const known = CLIENT_ERRORS[err.code ?? ""] ?? MALFORMED;
+  // node:http's own handler checks the same internal field before writing its canned answer.
+  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (err.code === "ECONNRESET" || !socket.writable || (inFlight !== undefined && inFlight !== null && inFlight.headersSent)) {
+    socket.destroy();
+    return undefined;
+  }
+  const body = JSON.stringify(errorBody("detail", new HttpError(known.status, "invalid_request_error", known.message, { code: known.code })).body);
+  socket.once("finish", () => socket.destroy());
+  socket.end(
+    `HTTP/1.1 ${known.status} ${known.reason}\r\n` +
+      `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+      `${REQUEST_ID_HEADER}: ${newRequestId()}\r\nconnection: close\r\n\r\n${body}`,
+  );
+  return { status: known.status, code: known.code };
 }
 
 /**
- * A node:http server around the handler. `Expect: 100-continue` requests whose declared
- * body is too large are refused with 413 before the client sends it.
+ * A node:http server around the handler, hardened against slow and hostile clients: header
+ * and whole-request timeouts (408, then the connection is closed), a cap on open
+ * connections, a header size limit (431), malformed requests answered 400 in JSON.
+ * `Expect: 100-continue` requests whose declared body is too large are refused with 413
+ * before the client sends it.
  */
 export function createGatewayServer(handler: NodeHandler, options: GatewayServerOptions = {}): Server {
   const maxBody = options.maxBodyBytes ?? MAX_BODY_BYTES;
-  const server = createServer({ keepAliveTimeout: 65_000 }, handler);
+  const headersTimeout = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  const requestTimeout = Math.max(options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, headersTimeout);
+  const server = createServer(
+    {
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? 65_000,
+      headersTimeout,
+      requestTimeout,
+      // How often node checks the two timeouts above (its default, 30 s, would let them overrun by that much).
+      connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(headersTimeout / 4))),
+      maxHeaderSize: options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES,
+      // The handler refuses a missing Host itself, in the JSON shape.
+      requireHostHeader: false,
+    },
+    handler,
+  );
+  server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  const { metrics, logger } = options;
+  const dropped = metrics?.counter({
+    name: "tessera_http_connections_dropped_total",
+    help: "Connections closed as they were accepted because the server had its maximum open (TESSERA_MAX_CONNECTIONS).",
+  });
+  const refused = metrics?.counter({
+    name: "tessera_http_client_errors_total",
+    help: "Requests node:http refused before routing: malformed (400), headers too large (431), too slow (408).",
+    labelNames: ["status"],
+  });
+  server.on("drop", () => {
+    dropped?.inc();
+    logger?.debug({ maxConnections: server.maxConnections }, "connection refused: too many open connections");
+  });
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+    const answered = answerClientError(err, socket);
+    if (answered !== undefined) {
+      refused?.labels({ status: String(answered.status) }).inc();
+      logger?.debug({ status: answered.status, code: answered.code, err: err.code }, "request refused before routing");
+    }
+  });
+  // An Expect other than 100-continue: what node:http answers itself (417), in the JSON shape with a request id.
+  server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
+    res.setHeader(REQUEST_ID_HEADER, newRequestId());
+    res.shouldKeepAlive = false;
+    replyError(res, "detail", new HttpError(417, "invalid_request_error", "only Expect: 100-continue is supported", { code: "expectation_failed" }));
+  });
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
     const length = Number(req.headers["content-length"] ?? 0);
     if (!(length > maxBody)) res.writeContinue();

@@ -1,12 +1,14 @@
-// Parsing and copying of JSON that comes from users.
+// Parsing JSON that comes from users.
 //
 // JSON.parse itself is safe from prototype pollution: a "__proto__" key becomes an own data
 // property, never the object's prototype. What is not safe is what code does next: copying
 // with Object.assign or `target[key] = value` turns that own "__proto__" into a prototype
-// swap, and recursive code (JSON.stringify, protobuf conversion, template rendering) dies
-// with a RangeError on JSON nested a few thousand levels deep, which JSON.parse accepts.
-// So user JSON is checked for depth before it is parsed, and copied only with the helpers
-// here, which define own properties.
+// swap (so the mappers write keys that come from users with Object.defineProperty:
+// `defineKey` in services/decision/json-value.ts, and look up only own properties or fixed
+// field names), and recursive code
+// (JSON.stringify, protobuf conversion, template rendering) dies with a RangeError on JSON
+// nested a few thousand levels deep, which JSON.parse accepts (and spends seconds and
+// hundreds of MB on). So a body's depth is checked, in one pass, before it is parsed.
 
 /** Deepest nesting of objects and arrays accepted in a request body. */
 export const MAX_JSON_DEPTH = 128;
@@ -51,48 +53,4 @@ export function parseJsonText(text: string, maxDepth = MAX_JSON_DEPTH): JsonPars
     const position = at !== undefined ? Number(at) : /end of JSON input/.test(message) ? text.length : 0;
     return { ok: false, reason: "syntax", position, message };
   }
-}
-
-/** Own-property lookup: never reads through the prototype chain (`obj.constructor`, `obj.__proto__`). */
-export function ownValue(obj: object, key: string): unknown {
-  return Object.prototype.hasOwnProperty.call(obj, key) ? (obj as Record<string, unknown>)[key] : undefined;
-}
-
-/** Writes an own, enumerable property, also for the keys "__proto__", "constructor" and "prototype". */
-export function defineOwn<T>(target: { [key: string]: T }, key: string, value: T): void {
-  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
-}
-
-/**
- * A deep copy of parsed JSON in which every key, "__proto__" included, is an own data
- * property of a plain object, and nothing is shared with the input. Iterative, so any depth
- * is safe; values that JSON cannot hold (functions, undefined) are left out as JSON.stringify
- * would, non-finite numbers become null.
- */
-export function copyJson(value: unknown): unknown {
-  const root: { value?: unknown } = {};
-  const work: { from: unknown; into: Record<string, unknown> | unknown[]; key: string | number }[] = [{ from: value, into: root as Record<string, unknown>, key: "value" }];
-  while (work.length > 0) {
-    const { from, into, key } = work.pop()!;
-    let copy: unknown;
-    if (from === null || typeof from === "string" || typeof from === "boolean") copy = from;
-    else if (typeof from === "number") copy = Number.isFinite(from) ? from : null;
-    else if (Array.isArray(from)) {
-      const list: unknown[] = new Array(from.length).fill(null);
-      from.forEach((item, i) => work.push({ from: item, into: list, key: i }));
-      copy = list;
-    } else if (typeof from === "object") {
-      const object: Record<string, unknown> = {};
-      for (const k of Object.keys(from)) {
-        const v = (from as Record<string, unknown>)[k];
-        if (v === undefined || typeof v === "function" || typeof v === "symbol") continue;
-        defineOwn(object, k, null);
-        work.push({ from: v, into: object, key: k });
-      }
-      copy = object;
-    } else continue;
-    if (Array.isArray(into)) into[key as number] = copy;
-    else defineOwn(into, key as string, copy);
-  }
-  return root.value;
 }

@@ -32,6 +32,10 @@ export interface ChatDefaults {
   maxTokens?: number;
   /** Larger max_tokens are lowered to this. Default 8192. */
   maxTokensCap?: number;
+  /** Most messages in one request. Default MAX_MESSAGES. */
+  maxMessages?: number;
+  /** Most characters in one message (text, reasoning, tool-call arguments). Default MAX_MESSAGE_CHARS. */
+  maxMessageChars?: number;
 }
 
 export const DEFAULT_MAX_TOKENS = 1024;
@@ -42,6 +46,15 @@ export const MAX_TOOLS = 128;
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 /** Nesting allowed in the JSON passed through as is (schemas, tool parameters). */
 export const MAX_SCHEMA_DEPTH = 64;
+/**
+ * Messages per request and characters per message. Far above any context served here (1 Mi
+ * characters is about 250k tokens), they bound the work done on a request before the model's
+ * own context check: tokenizing costs about 1 µs per character of the event loop's time.
+ */
+export const MAX_MESSAGES = 2048;
+export const MAX_MESSAGE_CHARS = 1024 * 1024;
+/** Longest `data:` URL of an image, about 3 MiB of image. */
+export const MAX_IMAGE_URL_CHARS = 4 * 1024 * 1024;
 
 export interface ChatRequestError {
   message: string;
@@ -104,7 +117,7 @@ function readRequest(body: unknown, defaults: ChatDefaults) {
   const toolChoice = readToolChoice(body["tool_choice"], tools);
   const kwargs = optionalObject(body["chat_template_kwargs"], "chat_template_kwargs");
   const enableThinking = kwargs ? (optionalBoolean(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking") ?? false) : false;
-  const messages = readMessages(body["messages"]);
+  const messages = readMessages(body["messages"], defaults.maxMessages ?? MAX_MESSAGES, defaults.maxMessageChars ?? MAX_MESSAGE_CHARS);
 
   const request = create(GenerateRequestSchema, {
     requestId: defaults.requestId ?? "",
@@ -288,14 +301,40 @@ const ROLES: Record<string, Role> = {
   tool: Role.TOOL,
 };
 
-function readMessages(value: unknown): ChatMessage[] {
+function readMessages(value: unknown, maxMessages: number, maxChars: number): ChatMessage[] {
   if (value === undefined || value === null) throw missing("messages");
   if (!Array.isArray(value)) throw wrongType("messages", "an array", value);
   if (value.length === 0) {
     throw new Invalid("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", "messages", "empty_array");
   }
+  if (value.length > maxMessages) {
+    throw new Invalid(
+      `Invalid 'messages': array too long. Expected an array with maximum length ${maxMessages}, but got an array with length ${value.length} instead.`,
+      "messages",
+      "array_above_max_length",
+    );
+  }
   const callIds = new Set<string>();
-  return value.map((message: unknown, i) => readMessage(message, `messages[${i}]`, callIds));
+  return value.map((message: unknown, i) => {
+    const read = readMessage(message, `messages[${i}]`, callIds);
+    const chars = messageChars(read);
+    if (chars > maxChars) {
+      throw new Invalid(
+        `Invalid 'messages[${i}]': message too long. Expected at most ${maxChars} characters of text, but got ${chars} instead.`,
+        `messages[${i}].content`,
+        "string_above_max_length",
+      );
+    }
+    return read;
+  });
+}
+
+/** Characters of a message's text: content, reasoning, tool-call names and arguments. */
+function messageChars(message: ChatMessage): number {
+  let chars = message.reasoning.length + message.name.length;
+  for (const part of message.content) if (part.part.case === "text") chars += part.part.value.length;
+  for (const call of message.toolCalls) chars += call.name.length + call.arguments.length;
+  return chars;
 }
 
 function readMessage(message: unknown, at: string, callIds: Set<string>): ChatMessage {
@@ -384,6 +423,13 @@ function readImageUrl(value: unknown, at: string): { url: string; detail: string
   const url = image["url"];
   if (url === undefined || url === null) throw missing(`${at}.url`);
   if (typeof url !== "string") throw wrongType(`${at}.url`, "a string", url);
+  if (url.length > MAX_IMAGE_URL_CHARS) {
+    throw new Invalid(
+      `Invalid '${at}.url': the image is too large. Expected a data: URL of at most ${MAX_IMAGE_URL_CHARS} characters, but got ${url.length} instead.`,
+      `${at}.url`,
+      "string_above_max_length",
+    );
+  }
   if (!/^data:image\/[a-z0-9.+-]+;base64,/i.test(url)) {
     throw new Invalid(
       `Invalid '${at}.url': only data: URLs of base64 images (data:image/png;base64,…) are accepted; remote URLs are never fetched.`,

@@ -18,9 +18,12 @@ import {
   MAX_JSON_DEPTH,
   MAX_LEVELS,
   MAX_OPTIONS,
+  MAX_QUESTIONS,
+  MAX_STATE_CHARS,
   MIN_LEVELS,
   MIN_OPTIONS,
   MSG,
+  stateChars,
   type Violation,
 } from "../../services/decision/rules.js";
 
@@ -52,7 +55,9 @@ export function parseDecisionRequest(body: unknown, requestId = ""): ParsedDecis
   if (state === undefined) violations.push({ loc: ["body", "state"], msg: MSG.required, type: "missing" });
   else if (!isObjectOrArray(state) && typeof state !== "string") {
     violations.push({ loc: ["body", "state"], msg: MSG.state, type: "value_type" });
-  } else checkDepth(state, ["body", "state"], violations);
+  } else if (checkDepth(state, ["body", "state"], violations) && stateChars(state) > MAX_STATE_CHARS) {
+    violations.push({ loc: ["body", "state"], msg: MSG.stateTooLong, type: "too_long" });
+  }
 
   const questionList: { id: string; question: QuestionInit }[] = [];
   const questions = own(body, "questions");
@@ -63,9 +68,13 @@ export function parseDecisionRequest(body: unknown, requestId = ""): ParsedDecis
   } else {
     const entries = Object.entries(questions);
     if (entries.length === 0) violations.push({ loc: ["body", "questions"], msg: MSG.questionsEmpty, type: "too_short" });
-    for (const [id, q] of entries) {
-      const question = parseQuestion(id, q, violations);
-      if (question !== undefined) questionList.push({ id, question });
+    // Too many questions are refused without looking at each (that would be the work the limit avoids).
+    if (entries.length > MAX_QUESTIONS) violations.push({ loc: ["body", "questions"], msg: MSG.questionsTooMany, type: "too_long" });
+    else {
+      for (const [id, q] of entries) {
+        const question = parseQuestion(id, q, violations);
+        if (question !== undefined) questionList.push({ id, question });
+      }
     }
   }
 

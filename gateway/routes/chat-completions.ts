@@ -18,6 +18,8 @@ import { createSseWriter } from "../sse.js";
 export interface ChatRouteDeps {
   registry: Pick<Client<typeof RegistryService>, "resolveModel">;
   inferenceFor: InferenceFor;
+  /** A stream whose client reads nothing for this long is dropped and its generation cancelled. Default 30 s. */
+  streamStallTimeoutMs?: number;
 }
 
 /**
@@ -58,7 +60,7 @@ function streamErrorBody(err: unknown): StreamErrorBody {
  * max_tokens of its text quota (429), generate (JSON or SSE), settle the exact usage; a
  * stream the client leaves is charged what was delivered.
  */
-export function chatCompletionsRoute({ registry, inferenceFor }: ChatRouteDeps): Route {
+export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeoutMs }: ChatRouteDeps): Route {
   return {
     method: "POST",
     path: "/v1/chat/completions",
@@ -116,7 +118,7 @@ export function chatCompletionsRoute({ registry, inferenceFor }: ChatRouteDeps):
         return { body: completion };
       }
 
-      const sse = createSseWriter(ctx.res);
+      const sse = createSseWriter(ctx.res, streamStallTimeoutMs === undefined ? {} : { stallTimeoutMs: streamStallTimeoutMs });
       const signal = AbortSignal.any([ctx.signal, sse.signal]);
       const outcome = await streamCompletion(
         sse,

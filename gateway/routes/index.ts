@@ -15,6 +15,8 @@ export interface RouteTableDeps {
   inferenceFor: InferenceFor;
   metrics: Metrics;
   readiness: readonly ReadinessCheck[];
+  /** See ChatRouteDeps. */
+  streamStallTimeoutMs?: number;
 }
 
 /** Every HTTP route of the public port. Each is a small module in this folder. */

@@ -1,6 +1,7 @@
+import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { ModelKind, type ModelEntry, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
+import { ListModelsRequestSchema, ModelKind, type ModelEntry, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { Route } from "../route.js";
 
 export interface ModelsRouteDeps {
@@ -39,6 +40,8 @@ export function modelsListingJson(entries: readonly ModelEntry[]) {
  */
 export function modelsRoute({ registry }: ModelsRouteDeps): Route {
   let last: { entries: readonly ModelEntry[]; json: string } | undefined;
+  // Made once: a message passed to a client is used as it is, an object literal is copied into a new one.
+  const everyKind = create(ListModelsRequestSchema, { kind: ModelKind.UNSPECIFIED });
   const sameEntries = (a: readonly ModelEntry[], b: readonly ModelEntry[]) =>
     a.length === b.length && a.every((entry, i) => entry === b[i]);
   return {
@@ -49,7 +52,7 @@ export function modelsRoute({ registry }: ModelsRouteDeps): Route {
     admit: { kind: UsageKind.UNSPECIFIED, reserveTokens: 0 },
     body: "none",
     async handle() {
-      const { models } = await registry.listModels({ kind: ModelKind.UNSPECIFIED });
+      const { models } = await registry.listModels(everyKind);
       if (last === undefined || !sameEntries(last.entries, models)) {
         last = { entries: [...models], json: JSON.stringify(modelsListingJson(models)) };
       }

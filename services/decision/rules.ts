@@ -2,6 +2,10 @@
 // own check of proto requests, so both report the same problems in the same words.
 
 export const MIN_QUESTIONS = 1;
+/** Each question is a row of the readout batch; this bounds one request's work and memory. */
+export const MAX_QUESTIONS = 256;
+/** Longest state, in characters of its JSON text (a string state: its length); about 250k tokens. */
+export const MAX_STATE_CHARS = 1024 * 1024;
 export const MIN_OPTIONS = 1;
 export const MAX_OPTIONS = 128;
 export const MIN_LEVELS = 2;
@@ -22,6 +26,8 @@ export const MSG = {
   state: "state must be a string, an object or an array",
   questionsObject: "questions must be an object mapping question ids to questions",
   questionsEmpty: `questions must hold at least ${MIN_QUESTIONS} question`,
+  questionsTooMany: `questions may hold at most ${MAX_QUESTIONS} questions`,
+  stateTooLong: `state may be at most ${MAX_STATE_CHARS} characters long (as JSON text)`,
   questionId: "question ids must be non-empty strings",
   questionDuplicate: "question id given more than once",
   questionObject: "a question must be an object",
@@ -38,3 +44,8 @@ export const MSG = {
   level: "a level must be a string",
   depth: `objects and arrays may be nested at most ${MAX_JSON_DEPTH} deep`,
 } as const;
+
+/** The size MAX_STATE_CHARS limits: a string's length, or the length of an object's or array's JSON text. */
+export function stateChars(state: unknown): number {
+  return typeof state === "string" ? state.length : (JSON.stringify(state)?.length ?? 0);
+}

@@ -5,7 +5,7 @@ import type { Value } from "@bufbuild/protobuf/wkt";
 import { QuestionType, type DecideRequest, type Question } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { protoValueToJson } from "./json-value.js";
 import type { DecisionQuestionJson } from "./render.js";
-import { MAX_LEVELS, MAX_OPTIONS, MIN_LEVELS, MIN_OPTIONS, MSG, type Violation } from "./rules.js";
+import { MAX_LEVELS, MAX_OPTIONS, MAX_QUESTIONS, MAX_STATE_CHARS, MIN_LEVELS, MIN_OPTIONS, MSG, stateChars, type Violation } from "./rules.js";
 
 export interface CheckedQuestion {
   id: string;
@@ -25,6 +25,8 @@ export function checkDecideRequest(req: DecideRequest): CheckedRequest {
     violations.push({ loc: ["body", "state"], msg: MSG.required, type: "missing" });
   } else if (state === null || (typeof state !== "object" && typeof state !== "string")) {
     violations.push({ loc: ["body", "state"], msg: MSG.state, type: "value_type" });
+  } else if (stateChars(state) > MAX_STATE_CHARS) {
+    violations.push({ loc: ["body", "state"], msg: MSG.stateTooLong, type: "too_long" });
   }
 
   const entries: [string, Question | undefined][] = [
@@ -33,6 +35,9 @@ export function checkDecideRequest(req: DecideRequest): CheckedRequest {
   ];
   if (entries.length === 0) {
     violations.push({ loc: ["body", "questions"], msg: MSG.questionsEmpty, type: "too_short" });
+  }
+  if (entries.length > MAX_QUESTIONS) {
+    return { ok: false, violations: [...violations, { loc: ["body", "questions"], msg: MSG.questionsTooMany, type: "too_long" }] };
   }
   const seen = new Set<string>();
   const questions: CheckedQuestion[] = [];
