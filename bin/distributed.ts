@@ -271,7 +271,11 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
       await listen(server, config.port, config.host);
       port = (server.address() as AddressInfo).port;
       url = `http://${hostForUrl(config.host)}:${port}`;
-      closeServer = () => drain(server, config.shutdownTimeoutMs, logger);
+      closeServer = async () => {
+        await drain(server, config.shutdownTimeoutMs, logger);
+        // Handlers cut off by the deadline settle their usage before the stores close.
+        await handler.flush();
+      };
     } else {
       const server = await startServiceServer({
         host: config.host,
