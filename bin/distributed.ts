@@ -178,6 +178,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
         queue: config.queue,
         intraOpThreads: config.intraOpThreads,
         executionProviders: config.executionProviders,
+        ortWorker: config.ortWorker,
         threshold: config.unmaskThreshold,
         logger: inferenceLogger,
         metrics: metrics.registry,

@@ -120,6 +120,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
         queue: config.queue,
         intraOpThreads: config.intraOpThreads,
         executionProviders: config.executionProviders,
+        ortWorker: config.ortWorker,
         threshold: config.unmaskThreshold,
         logger: logger.child({ service: "inference" }),
         metrics: metrics.registry,

@@ -16,6 +16,8 @@ export interface Config {
   slots: number;
   queue: number;
   intraOpThreads: number;
+  /** Run ONNX Runtime sessions on a worker thread. */
+  ortWorker: boolean;
   executionProviders: ExecutionProvider[];
   unmaskThreshold: number;
   logLevel: LogLevel;
@@ -127,6 +129,16 @@ export const SETTINGS: readonly AnySetting[] = [
   { env: "TESSERA_DEFAULT_RPM", key: "defaultRequestsPerMinute", fallback: "60", help: "Requests per minute allowed per key unless the key has its own limit.", parse: integer(1, 1_000_000_000) },
   { env: "TESSERA_SLOTS", key: "slots", fallback: "4", help: "Generation slots per inference worker (sequences denoised together).", parse: integer(1, 1024) },
   { env: "TESSERA_QUEUE", key: "queue", fallback: "16", help: "Requests that may wait for a slot; beyond that the answer is 529 overloaded_error.", parse: integer(0, 100_000) },
+  {
+    env: "TESSERA_ORT_WORKER", key: "ortWorker", fallback: "on",
+    help: "Run ONNX Runtime sessions on a worker thread (on), so forwards never block the event loop; off runs them on the main thread.",
+    parse: (raw) => {
+      const value = raw.trim().toLowerCase();
+      if (["on", "1", "true", "yes"].includes(value)) return true;
+      if (["off", "0", "false", "no"].includes(value)) return false;
+      throw new Error("must be on or off");
+    },
+  },
   { env: "TESSERA_INTRA_OP_THREADS", key: "intraOpThreads", fallback: String(availableParallelism()), help: "ONNX Runtime intra-op threads per session (default: the CPU count).", parse: integer(1, 1024) },
   {
     env: "TESSERA_EXECUTION_PROVIDERS", key: "executionProviders", fallback: "cpu",

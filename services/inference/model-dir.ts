@@ -30,6 +30,8 @@ export interface ModelDir {
 
 export interface LoadModelDirOptions {
   executionProviders?: readonly ExecutionProvider[];
+  /** Run the session on a worker thread (default: on unless TESSERA_ORT_WORKER says off). */
+  worker?: boolean;
   intraOpThreads?: number;
   logger?: Logger;
 }
@@ -77,6 +79,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
     opened = await openSession(staged.source, {
       ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
       ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
+      ...(options.worker !== undefined ? { worker: options.worker } : {}),
       ...(options.logger !== undefined ? { logger: options.logger } : {}),
     });
   } finally {

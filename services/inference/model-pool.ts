@@ -16,6 +16,8 @@ export interface ModelPoolOptions {
   queue: number;
   intraOpThreads?: number;
   executionProviders?: readonly ExecutionProvider[];
+  /** Run ONNX Runtime on a worker thread (see onnx-session.ts). */
+  ortWorker?: boolean;
   /** Confidence threshold of the unmasking rule (default 0.9). */
   threshold?: number;
   /** Most prompt tokens per prefill forward (default 2048). */
@@ -60,6 +62,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
       const model = await loadModelDir(dir, {
         ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
         ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
+        ...(options.ortWorker !== undefined ? { worker: options.ortWorker } : {}),
         ...(options.logger !== undefined ? { logger: options.logger } : {}),
       });
       const wrap = options.wrapRunner;
