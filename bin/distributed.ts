@@ -12,6 +12,7 @@ import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createRoutes } from "../gateway/routes/index.js";
 import { createGatewayHandler, createGatewayServer } from "../gateway/server.js";
+import { drain, listen } from "./http-lifecycle.js";
 import { ConfigError, type Config } from "../lib/config.js";
 import { startHeartbeats } from "../lib/heartbeats/publisher.js";
 import type { WorkerDirectory } from "../lib/heartbeats/types.js";
@@ -437,34 +438,4 @@ function hostForUrl(host: string): string {
 function advertisedHost(host: string): string {
   if (host === "0.0.0.0" || host === "::") return hostname();
   return hostForUrl(host);
-}
-
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-}
-
-/** Stops accepting; idle connections close at once, busy ones when answered, the rest after the grace period. */
-async function drain(server: Server, graceMs: number, logger: Logger): Promise<void> {
-  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  const sweep = setInterval(() => server.closeIdleConnections(), 50);
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<"expired">((resolve) => {
-    timer = setTimeout(() => resolve("expired"), graceMs);
-  });
-  try {
-    if ((await Promise.race([closed, expired])) === "expired") {
-      logger.warn({ graceMs }, "requests still running after the grace period; cancelling them");
-      server.closeAllConnections();
-      await closed;
-    }
-  } finally {
-    clearInterval(sweep);
-    clearTimeout(timer);
-  }
 }
