@@ -3,7 +3,8 @@
 // after a 2 s warm-up of each). Tessera
 // runs as users run it (`node dist/bin/tessera.js serve`, built first, JSON request logs to a
 // file); each server is its own process, apart from the load generator. Prints both rates,
-// their ratio (goal: >= 0.5) and the latencies.
+// their ratio (goal: >= 0.5), the latencies and each server's CPU time per request (user +
+// system, from /proc; it moves less than the rates when other work shares the machine).
 //   npm run bench -- models   (or: npx tsx bench/models.ts)   [BENCH_DURATION=10] [BENCH_CONNECTIONS=50]
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -94,18 +95,39 @@ async function startBare(body: string) {
   return { child, url: (JSON.parse(line) as { url: string }).url };
 }
 
-const load = (url: string, headers: Record<string, string>, duration: number): Promise<Result> =>
-  autocannon({ url, connections: CONNECTIONS, duration, headers });
+/** CPU seconds (user + system) a process has used so far; NaN where /proc cannot tell. */
+function cpuSeconds(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks (USER_HZ = 100)
+  } catch {
+    return NaN;
+  }
+}
 
-/** Rounds added up: the rate over all of them; the worst round's p50 and p99. */
-function summary(name: string, rounds: Result[]) {
-  const sum = (f: (r: Result) => number) => rounds.reduce((total, r) => total + f(r), 0);
+interface Round {
+  result: Result;
+  /** CPU seconds the server used during the round. */
+  cpu: number;
+}
+
+async function load(child: ChildProcess, url: string, headers: Record<string, string>, duration: number): Promise<Round> {
+  const before = cpuSeconds(child.pid);
+  const result = await autocannon({ url, connections: CONNECTIONS, duration, headers });
+  return { result, cpu: cpuSeconds(child.pid) - before };
+}
+
+/** Rounds added up: the rate over all of them; the worst round's p50 and p99; CPU per request. */
+function summary(name: string, rounds: Round[]) {
+  const sum = (f: (r: Result) => number) => rounds.reduce((total, r) => total + f(r.result), 0);
+  const total = sum((r) => r.requests.total);
   return {
     name,
-    requestsPerSecond: Math.round(sum((r) => r.requests.total) / sum((r) => r.duration)),
-    latencyP50Ms: Math.max(...rounds.map((r) => r.latency.p50)),
-    latencyP99Ms: Math.max(...rounds.map((r) => r.latency.p99)),
-    total: sum((r) => r.requests.total),
+    requestsPerSecond: Math.round(total / sum((r) => r.duration)),
+    latencyP50Ms: Math.max(...rounds.map((r) => r.result.latency.p50)),
+    latencyP99Ms: Math.max(...rounds.map((r) => r.result.latency.p99)),
+    cpuUsPerRequest: Math.round((rounds.reduce((t, r) => t + r.cpu, 0) / total) * 1e7) / 10,
+    total,
     non2xx: sum((r) => r.non2xx),
     errors: sum((r) => r.errors + r.timeouts),
   };
@@ -129,12 +151,12 @@ export async function run(): Promise<void> {
     const bareUrl = `${bare.url}/v1/models`;
 
     // Other work on the machine comes and goes: alternate the two in rounds so both see the same.
-    await load(url, headers, 2);
-    await load(bareUrl, {}, 2);
-    const rounds = { tessera: [] as Result[], bare: [] as Result[] };
+    await load(tessera.child, url, headers, 2);
+    await load(bare.child, bareUrl, {}, 2);
+    const rounds = { tessera: [] as Round[], bare: [] as Round[] };
     for (let round = 0; round < ROUNDS; round++) {
-      rounds.tessera.push(await load(url, headers, DURATION / ROUNDS));
-      rounds.bare.push(await load(bareUrl, {}, DURATION / ROUNDS));
+      rounds.tessera.push(await load(tessera.child, url, headers, DURATION / ROUNDS));
+      rounds.bare.push(await load(bare.child, bareUrl, {}, DURATION / ROUNDS));
     }
     const logLines = readFileSync(tessera.logFile, "utf8").split("\n").filter((l) => l.includes('"msg":"request"')).length;
     await stop(tessera.child);

@@ -34,16 +34,26 @@ export function modelsListingJson(entries: readonly ModelEntry[]) {
 }
 
 /**
- * GET /v1/models: the models a live worker can answer now. The serialized listing is reused
- * while the registry answers with the very same entries (it does, in-process, until the
- * set of live models changes).
+ * GET /v1/models: the models a live worker can answer now. The registry is asked once per
+ * turn of the event loop, not once per request: requests handled in the same turn get the
+ * same answer, as if they had arrived together. The serialized listing is reused while the
+ * registry answers with the very same entries (it does, in-process, until the set of live
+ * models changes).
  */
 export function modelsRoute({ registry }: ModelsRouteDeps): Route {
   let last: { entries: readonly ModelEntry[]; json: string } | undefined;
+  let thisTurn: Promise<string> | undefined;
   // Made once: a message passed to a client is used as it is, an object literal is copied into a new one.
   const everyKind = create(ListModelsRequestSchema, { kind: ModelKind.UNSPECIFIED });
   const sameEntries = (a: readonly ModelEntry[], b: readonly ModelEntry[]) =>
     a.length === b.length && a.every((entry, i) => entry === b[i]);
+  const listing = async (): Promise<string> => {
+    const { models } = await registry.listModels(everyKind);
+    if (last === undefined || !sameEntries(last.entries, models)) {
+      last = { entries: [...models], json: JSON.stringify(modelsListingJson(models)) };
+    }
+    return last.json;
+  };
   return {
     method: "GET",
     path: "/v1/models",
@@ -52,11 +62,11 @@ export function modelsRoute({ registry }: ModelsRouteDeps): Route {
     admit: { kind: UsageKind.UNSPECIFIED, reserveTokens: 0 },
     body: "none",
     async handle() {
-      const { models } = await registry.listModels(everyKind);
-      if (last === undefined || !sameEntries(last.entries, models)) {
-        last = { entries: [...models], json: JSON.stringify(modelsListingJson(models)) };
+      if (thisTurn === undefined) {
+        thisTurn = listing();
+        setImmediate(() => (thisTurn = undefined));
       }
-      return { body: undefined, json: last.json };
+      return { body: undefined, json: await thisTurn };
     },
   };
 }

@@ -1,7 +1,9 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BatchBuilder, type BatchRow } from "./decoder/batch.js";
+import { BatchBuilder } from "./decoder/batch.js";
 import { SequenceKV } from "./decoder/kv-cache.js";
 import type { ModelEngine } from "./engine.js";
+import { PastScratch, readoutInputs, type ReadoutPast } from "./score-batch.js";
+import { tokenizeScorePrompts } from "./score-tokens.js";
 import { canceled } from "./slots.js";
 
 export interface ScoreInput {
@@ -52,9 +54,15 @@ const invalid = (message: string) => new ConnectError(message, Code.InvalidArgum
  * each suffix is a row of its own — the prefix's tail, the suffix, one `<|mask|>` answer
  * slot — and one batched forward gives the logits of every suffix's labels at its slot.
  *
- * Each row is tokenized as prefix + suffix in one piece (exactly the prompt the model was
- * trained on) and only the complete blocks that every row shares token for token with the
- * prefix are reused, so the readout equals a full recomputation of each prompt.
+ * Each row holds exactly the tokens of encoding prefix + suffix in one piece (the prompt the
+ * model was trained on; see tokenizeScorePrompts, which encodes the prefix only once) and
+ * only the complete blocks that every row shares token for token with the prefix are reused,
+ * so the readout equals a full recomputation of each prompt. Every row is a batch row of its
+ * own, its tokens right after the shared past: then a row's logits are the same to the last
+ * bit whatever other rows share its forward. (Rows laid end to end in one batch row, each
+ * masked off from the others, would skip the padding and the per-row copies of the past, but
+ * the attention sums then come out in another order and answers moved by about 1e-6 as
+ * questions were added or removed.)
  *
  * Multi-token labels use the chain rule, filled left to right with masks after:
  * log P(t1..tm) = Σ_k log p(t_k | prompt, t1..t(k-1), <|mask|> × (m-k+1)), reading slot k.
@@ -66,30 +74,35 @@ const invalid = (message: string) => new ConnectError(message, Code.InvalidArgum
  */
 export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, signal?: AbortSignal): Promise<ScoreOutput> {
   const { tokenizer } = engine.model;
-  const { blockSize, maxPositions, maskTokenId, vocabSize: V } = engine.decode;
+  const { blockSize, maxPositions, maskTokenId, vocabSize: V, kvShape } = engine.decode;
   if (input.suffixes.length === 0) throw invalid("at least one suffix is required");
 
-  const prefixIds = tokenizer.encode(input.prefix);
-  const fulls = input.suffixes.map((s) => tokenizer.encode(input.prefix + s.text));
+  const { prefixIds, prompts } = tokenizeScorePrompts(
+    tokenizer,
+    input.prefix,
+    input.suffixes.map((s) => s.text),
+  );
   let shared = Math.floor(prefixIds.length / blockSize) * blockSize;
-  for (const full of fulls) shared = Math.min(shared, Math.floor(commonPrefix(full, prefixIds) / blockSize) * blockSize);
+  for (const prompt of prompts) shared = Math.min(shared, Math.floor(prompt.common / blockSize) * blockSize);
 
+  const labelIds = new Map<string, number[]>();
   const rows = new Map<string, ReadoutRow>();
   const singleOnly: boolean[] = [];
   input.suffixes.forEach((suffix, i) => {
     if (suffix.labels.length === 0) throw invalid(`suffixes[${i}] has no labels`);
-    const base = fulls[i]!.slice(shared);
+    const prompt = prompts[i]!;
+    const length = prompt.common + prompt.rest.length;
+    const base = [...prefixIds.slice(shared, prompt.common), ...prompt.rest];
     const labels = suffix.labels.map((label, j) => {
-      const ids = tokenizer.encode(label);
+      let ids = labelIds.get(label);
+      if (ids === undefined) labelIds.set(label, (ids = tokenizer.encode(label)));
       if (ids.length === 0) throw invalid(`suffixes[${i}].labels[${j}] is empty`);
       return ids;
     });
     singleOnly.push(labels.every((ids) => ids.length === 1));
     const longest = Math.max(...labels.map((ids) => ids.length));
-    if (shared + base.length + longest > maxPositions) {
-      throw invalid(
-        `prompt too long: ${fulls[i]!.length + longest} tokens with the answer slot, the model's context is ${maxPositions}`,
-      );
+    if (length + longest > maxPositions) {
+      throw invalid(`prompt too long: ${length + longest} tokens with the answer slot, the model's context is ${maxPositions}`);
     }
     labels.forEach((ids, j) => {
       for (let k = 0; k < ids.length; k++) {
@@ -106,41 +119,61 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   });
 
   return engine.scheduler.withSlot(signal, async () => {
-    const kv = new SequenceKV(engine.decode.kvShape, Math.max(shared, 1));
-    const builder = new BatchBuilder(engine.decode.kvShape, blockSize, engine.decode.padTokenId);
+    // The prefix's complete blocks. A prefill's present key/values hold its past too, so the
+    // last one is the whole past of the readout rows.
+    let past: ReadoutPast = { layers: Array.from({ length: kvShape.layers }, () => ({ key: new Float32Array(0), value: new Float32Array(0) })), length: 0 };
+    const kv = new SequenceKV(kvShape, Math.max(shared, 1));
+    const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
     const chunk = Math.max(blockSize, Math.floor(PREFILL_CHUNK / blockSize) * blockSize);
-    while (kv.length < shared) {
+    while (past.length < shared) {
       if (signal?.aborted) throw canceled();
-      const tokens = prefixIds.slice(kv.length, Math.min(shared, kv.length + chunk));
+      const tokens = prefixIds.slice(past.length, Math.min(shared, past.length + chunk));
       const inputs = builder.build([{ kv, tokens }]);
       const out = await runModel(engine, () => engine.runner.run(inputs, { present: true, output: "readout" }));
       engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "prefill" });
-      kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, tokens.length);
+      past = { layers: out.present!, length: inputs.past + tokens.length };
+      if (past.length < shared) kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, tokens.length);
     }
 
     const values = input.suffixes.map((s) => new Array<number>(s.labels.length).fill(0));
-    for (const batch of chunks([...rows.values()], shared, engine)) {
-      if (signal?.aborted) throw canceled();
-      const inputs = builder.build(batch.map((r): BatchRow => ({ kv, tokens: r.tokens })));
-      const out = await runModel(engine, () => engine.runner.run(inputs, { present: false, output: "logits" }));
-      engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "score" });
-      batch.forEach((row, b) => {
-        for (const read of row.reads) {
-          const offset = (b * inputs.seq + read.at) * V;
-          const logits = out.logits!;
-          const logit = logits[offset + read.token]!;
-          values[read.suffix]![read.label]! += singleOnly[read.suffix] ? logit : logit - logSumExp(logits, offset, V);
-        }
-      });
+    const batches = [...chunks([...rows.values()], shared, engine)];
+    const rowFloats = kvShape.heads * shared * kvShape.headDim;
+    const scratch = scratchOf(engine);
+    const buffers = scratch.take(kvShape.layers, Math.max(...batches.map((b) => b.length)) * rowFloats);
+    try {
+      for (const batch of batches) {
+        if (signal?.aborted) throw canceled();
+        const inputs = readoutInputs(batch, past, kvShape, blockSize, engine.decode.padTokenId, buffers);
+        const out = await runModel(engine, () => engine.runner.run(inputs, { present: false, output: "logits" }));
+        engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "score" });
+        const logits = out.logits!;
+        batch.forEach((row, b) => {
+          for (const read of row.reads) {
+            const offset = (b * inputs.seq + read.at) * V;
+            const logit = logits[offset + read.token]!;
+            values[read.suffix]![read.label]! += singleOnly[read.suffix] ? logit : logit - logSumExp(logits, offset, V);
+          }
+        });
+      }
+    } finally {
+      if (buffers !== undefined) scratch.release();
     }
 
     const results = input.suffixes.map((_, i) => ({
       logits: values[i]!,
-      suffixTokens: Math.max(1, fulls[i]!.length - prefixIds.length + 1),
+      suffixTokens: Math.max(1, prompts[i]!.common + prompts[i]!.rest.length - prefixIds.length + 1),
     }));
     const inputTokens = prefixIds.length + results.reduce((sum, r) => sum + r.suffixTokens, 0);
     return { results, prefixTokens: prefixIds.length, inputTokens };
   });
+}
+
+const scratches = new WeakMap<ModelEngine, PastScratch>();
+
+function scratchOf(engine: ModelEngine): PastScratch {
+  let scratch = scratches.get(engine);
+  if (scratch === undefined) scratches.set(engine, (scratch = new PastScratch()));
+  return scratch;
 }
 
 async function runModel<T>(engine: ModelEngine, run: () => Promise<T>): Promise<T> {
@@ -171,13 +204,6 @@ function* chunks(rows: ReadoutRow[], past: number, engine: ModelEngine): Generat
     batch.push(row);
   }
   if (batch.length > 0) yield batch;
-}
-
-function commonPrefix(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 function logSumExp(logits: Float32Array, offset: number, vocab: number): number {

@@ -1,0 +1,95 @@
+import { BLOCKED } from "./decoder/batch.js";
+import type { ForwardInputs, KVShape, LayerKV } from "./decoder/forward.js";
+
+/** The past every readout row continues: the prefix's complete blocks, `[1, H_kv, length, D]` per layer. */
+export interface ReadoutPast {
+  layers: readonly LayerKV[];
+  length: number;
+}
+
+/** How long an idle scratch is kept before it is let go. */
+const SCRATCH_IDLE_MS = 30_000;
+
+/**
+ * Buffers for the batched past of readout forwards, kept between requests. That tensor is the
+ * prefix's key/values once per row (16 questions on a 1,000-token state of the bundled model:
+ * 134 MB); allocating it afresh for every request cost more than filling it — the pages are
+ * new each time — and left the same amount to the garbage collector. One request at a time
+ * uses the scratch (others allocate their own); it is dropped after a while unused.
+ */
+export class PastScratch {
+  private layers: LayerKV[] = [];
+  private busy = false;
+  private timer: NodeJS.Timeout | undefined;
+
+  /** Buffers of at least `floats` per key and per value tensor, or undefined while another request holds them. */
+  take(layerCount: number, floats: number): LayerKV[] | undefined {
+    if (this.busy) return undefined;
+    this.busy = true;
+    clearTimeout(this.timer);
+    if (this.layers.length !== layerCount || this.layers[0]!.key.length < floats) {
+      this.layers = [];
+      this.layers = Array.from({ length: layerCount }, () => ({ key: new Float32Array(floats), value: new Float32Array(floats) }));
+    }
+    return this.layers;
+  }
+
+  release(): void {
+    this.busy = false;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      if (!this.busy) this.layers = [];
+    }, SCRATCH_IDLE_MS);
+    this.timer.unref();
+  }
+}
+
+/**
+ * The inputs of a readout forward: each row in a batch row of its own, its tokens right after
+ * the shared past, padded to the longest row. The same inputs as BatchBuilder.build gives for
+ * these rows over a SequenceKV holding `past` (score-batch.test.ts checks it), built without
+ * copying the past into a cache first and with `scratch`, when given, for the batched past.
+ */
+export function readoutInputs(
+  rows: readonly { tokens: readonly number[] }[],
+  past: ReadoutPast,
+  shape: KVShape,
+  blockSize: number,
+  padTokenId: number,
+  scratch?: readonly LayerKV[],
+): ForwardInputs {
+  const B = rows.length;
+  const P = past.length;
+  let S = 0;
+  for (const row of rows) S = Math.max(S, row.tokens.length);
+  const width = P + S;
+  const inputIds = new BigInt64Array(B * S).fill(BigInt(padTokenId));
+  const positionIds = new BigInt64Array(B * S);
+  const attentionMask = new Float32Array(B * S * width).fill(BLOCKED);
+  rows.forEach((row, b) => {
+    const len = row.tokens.length;
+    for (let i = 0; i < len; i++) {
+      inputIds[b * S + i] = BigInt(row.tokens[i]!);
+      positionIds[b * S + i] = BigInt(P + i);
+      // Block-causal by absolute position: the whole past, and this row up to the end of the query's block.
+      const base = (b * S + i) * width;
+      const blockEnd = (Math.floor((P + i) / blockSize) + 1) * blockSize;
+      attentionMask.fill(0, base, base + P);
+      attentionMask.fill(0, base + P, base + P + Math.min(len, blockEnd - P));
+    }
+  });
+
+  const size = shape.heads * P * shape.headDim;
+  const pastKeyValues = past.layers.map((layer, l): LayerKV => {
+    const key = scratch?.[l]?.key.subarray(0, B * size) ?? new Float32Array(B * size);
+    const value = scratch?.[l]?.value.subarray(0, B * size) ?? new Float32Array(B * size);
+    const srcKey = layer.key.subarray(0, size);
+    const srcValue = layer.value.subarray(0, size);
+    for (let b = 0; b < B; b++) {
+      key.set(srcKey, b * size);
+      value.set(srcValue, b * size);
+    }
+    return { key, value };
+  });
+  return { batch: B, seq: S, past: P, inputIds, positionIds, attentionMask, pastKeyValues };
+}

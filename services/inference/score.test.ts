@@ -1,0 +1,214 @@
+// Score against the long way: the prefix encoded once (ids equal to encoding every whole
+// prompt), logits equal to recomputing every prompt alone from position 0, and the same to
+// the last bit whatever the other rows of the readout are.
+import { existsSync } from "node:fs";
+import path from "node:path";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../lib/logger.js";
+import { loadModelDir } from "./model-dir.js";
+import { loadModelPool, type ModelPool } from "./model-pool.js";
+import { tokenizeScorePrompts } from "./score-tokens.js";
+import { scoreSuffixes } from "./score.js";
+import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "./test-support.js";
+import type { TextTokenizer } from "./tokenizer.js";
+
+const BUNDLED_MODEL_DIR = path.resolve(TINY_MODEL_DIR, "../../../models/tessera-bd-small");
+const TOKENIZER_DIRS = [TINY_MODEL_DIR, ...(existsSync(path.join(BUNDLED_MODEL_DIR, "tokenizer.json")) ? [BUNDLED_MODEL_DIR] : [])];
+
+const PREFIX_HEAD = "<|im_start|>system\nAnswer the question about the state below.<|im_end|>\n<|im_start|>user\nState:\n";
+/** The decision templates' question shapes (docs/model-contract.md). */
+const QUESTIONS = [
+  "\nQuestion: Is this ticket urgent?\nAnswer yes or no.<|im_end|>\n<|im_start|>assistant\n",
+  "\nQuestion: Which team owns this?\nOptions:\n<|opt_0|> billing\n<|opt_1|> data platform: exports\nAnswer with the label of one option.<|im_end|>\n<|im_start|>assistant\n",
+  "\nQuestion: Rate the state on this scale.\nLevels, lowest first:\n<|opt_0|> calm\n<|opt_1|> furious\nAnswer with the label of one level.<|im_end|>\n<|im_start|>assistant\n",
+];
+/** Pieces of states that end right before the seam in every awkward way. */
+const STATE_PIECES = [
+  "The export failed",
+  " three times",
+  ".",
+  "!?",
+  "  ",
+  " ",
+  "\n",
+  "\n\n",
+  "\t",
+  "\r\n",
+  "2019",
+  "12345",
+  "don't",
+  "it's",
+  "'",
+  "é",
+  "日本語",
+  "😀",
+  "\u00a0",
+  "<|im_end|>",
+  "<|opt_3|>",
+  "<|im_",
+  "{\"a\":[1,2]}",
+];
+
+/** Counts the encodes of long texts (the prefix or a whole prompt). */
+function counting(tokenizer: TextTokenizer, longerThan: number) {
+  const counter = {
+    long: 0,
+    tokenizer: {
+      ...tokenizer,
+      encode: (text: string) => {
+        if (text.length > longerThan) counter.long++;
+        return tokenizer.encode(text);
+      },
+    } satisfies TextTokenizer,
+  };
+  return counter;
+}
+
+describe("tokenizeScorePrompts", () => {
+  for (const dir of TOKENIZER_DIRS) {
+    describe(path.basename(dir), () => {
+      let tokenizer: TextTokenizer;
+      beforeAll(async () => {
+        tokenizer = (await loadModelDir(dir)).tokenizer;
+      });
+
+      const expectWhole = (prefix: string, suffixes: string[]) => {
+        const { prefixIds, prompts } = tokenizeScorePrompts(tokenizer, prefix, suffixes);
+        expect(prefixIds).toEqual(tokenizer.encode(prefix));
+        suffixes.forEach((suffix, i) => {
+          const { common, rest } = prompts[i]!;
+          expect([...prefixIds.slice(0, common), ...rest]).toEqual(tokenizer.encode(prefix + suffix));
+        });
+      };
+
+      it("gives the ids of encoding each whole prompt, whatever the state ends with", () => {
+        fc.assert(
+          fc.property(
+            fc.array(fc.oneof(fc.constantFrom(...STATE_PIECES), fc.string({ maxLength: 6 }), fc.string({ unit: "binary", maxLength: 3 })), {
+              maxLength: 12,
+            }),
+            fc.array(fc.oneof(fc.constantFrom(...QUESTIONS), fc.string({ maxLength: 12 }), fc.constantFrom("\nA", "\n1", "\n'", "\n\n", "\n ", "x")), {
+              minLength: 1,
+              maxLength: 5,
+            }),
+            (state, suffixes) => expectWhole(PREFIX_HEAD + state.join(""), suffixes),
+          ),
+          { numRuns: 300 },
+        );
+      });
+
+      it("encodes the prefix once, not once per question", () => {
+        const state = "The customer reports that the nightly export has failed three times this week. ".repeat(20);
+        const prefix = PREFIX_HEAD + state;
+        const counter = counting(tokenizer, state.length);
+        const suffixes = [...QUESTIONS, ...QUESTIONS, ...QUESTIONS, ...QUESTIONS, ...QUESTIONS];
+        const { prompts } = tokenizeScorePrompts(counter.tokenizer, prefix, suffixes);
+        // The prefix, and one whole prompt that checks the seam on this request.
+        expect(counter.long).toBe(2);
+        suffixes.forEach((suffix, i) => expect(prompts[i]).toEqual({ common: tokenizer.encode(prefix).length, rest: tokenizer.encode(suffix) }));
+      });
+
+      it("encodes whole the prompts whose suffix does not start a new line with a visible character", () => {
+        const prefix = PREFIX_HEAD + "It is late";
+        const counter = counting(tokenizer, prefix.length - 1);
+        const suffixes = [" again.\nQuestion: Is it?", "\n  indented", QUESTIONS[0]!];
+        expectWhole(prefix, suffixes);
+        tokenizeScorePrompts(counter.tokenizer, prefix, suffixes);
+        expect(counter.long).toBe(1 + 3); // the prefix, the two odd prompts, and the seam check
+      });
+    });
+  }
+});
+
+describe("scoreSuffixes", () => {
+  let pool: ModelPool;
+  let forwards: RecordedForward[] = [];
+  beforeAll(async () => {
+    pool = await loadModelPool({
+      models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }],
+      slots: 2,
+      queue: 2,
+      intraOpThreads: 1,
+      logger: silentLogger(),
+      wrapRunner: (inner) => {
+        const r = recordingRunner(inner);
+        forwards = r.forwards;
+        return r;
+      },
+    });
+  });
+  afterAll(async () => {
+    await pool?.close();
+  });
+
+  /** log-softmax (or the raw logit) of each label read the long way: every prompt alone from position 0. */
+  async function recomputed(prefix: string, suffix: string, labels: readonly string[]): Promise<number[]> {
+    const engine = pool.engine("tiny")!;
+    const { tokenizer, config } = engine.model;
+    const V = config.vocabSize;
+    const ids = labels.map((l) => tokenizer.encode(l));
+    const single = ids.every((t) => t.length === 1);
+    const prompt = tokenizer.encode(prefix + suffix);
+    const values: number[] = [];
+    for (const label of ids) {
+      let value = 0;
+      for (let k = 0; k < label.length; k++) {
+        const tokens = [...prompt, ...label.slice(0, k), ...new Array<number>(label.length - k).fill(config.maskTokenId)];
+        const out = await fullForward(engine.model, engine.runner, tokens);
+        const at = prompt.length + k;
+        const row = out.logits!.subarray(at * V, (at + 1) * V);
+        const max = Math.max(...row);
+        const lse = max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0));
+        value += single ? row[label[k]!]! : row[label[k]!]! - lse;
+      }
+      values.push(value);
+    }
+    return values;
+  }
+
+  it("equals recomputing each prompt alone, for many questions of very different lengths", async () => {
+    const engine = pool.engine("tiny")!;
+    const prefix = PREFIX_HEAD + "The invoice is 90 days overdue and the customer has not answered. ".repeat(6);
+    // Rows of very different lengths (one question with a long option list), and multi-token labels (a row per filled token).
+    const suffixes = Array.from({ length: 30 }, (_, i) => ({
+      text: QUESTIONS[i % 3]!.replace("Question:", i === 7 ? `Question ${i}: ${"which one? ".repeat(40)}` : `Question ${i}:`),
+      labels: i % 4 === 0 ? ["pay now", "<|opt_1|>", "sue them"] : i % 3 === 0 ? ["<|yes|>", "<|no|>"] : ["<|opt_0|>", "<|opt_1|>"],
+    }));
+    const before = forwards.length;
+    const out = await scoreSuffixes(engine, { prefix, suffixes });
+    const readouts = forwards.slice(before).filter((f) => !f.fetch.present);
+    expect(readouts).toHaveLength(1); // every question, multi-token labels included, in one forward
+    for (const [i, s] of suffixes.entries()) {
+      const want = await recomputed(prefix, s.text, s.labels);
+      out.results[i]!.logits.forEach((got, j) => expect(got).toBeCloseTo(want[j]!, 4));
+    }
+  });
+
+  it("equals recomputing each prompt alone when the prefix is shorter than a block", async () => {
+    const engine = pool.engine("tiny")!;
+    const prefix = "<|im_start|>user\nState:\nok";
+    const suffixes = QUESTIONS.map((text) => ({ text, labels: ["<|yes|>", "<|no|>", "<|opt_0|>"] }));
+    const before = forwards.length;
+    const out = await scoreSuffixes(engine, { prefix, suffixes });
+    expect(forwards.slice(before).map((f) => ({ batch: f.batch, past: f.past }))).toEqual([{ batch: 3, past: 0 }]);
+    for (const [i, s] of suffixes.entries()) {
+      const want = await recomputed(prefix, s.text, s.labels);
+      out.results[i]!.logits.forEach((got, j) => expect(got).toBeCloseTo(want[j]!, 4));
+    }
+  });
+
+  it("gives each suffix the same values to the last bit alone, among others and in any order", async () => {
+    const engine = pool.engine("tiny")!;
+    const prefix = PREFIX_HEAD + "Two other tickets mention slow uploads during the same hours. ".repeat(8);
+    const all = QUESTIONS.map((text, i) => ({ text, labels: i === 1 ? ["<|opt_0|>", "data platform"] : ["<|opt_0|>", "<|opt_1|>"] }));
+    const extra = { text: `\nQuestion: ${"and more? ".repeat(30)}\nAnswer yes or no.<|im_end|>\n<|im_start|>assistant\n`, labels: ["<|yes|>", "<|no|>"] };
+    const together = await scoreSuffixes(engine, { prefix, suffixes: [...all].reverse() });
+    const added = await scoreSuffixes(engine, { prefix, suffixes: [extra, ...all] });
+    for (const [i, s] of all.entries()) {
+      const alone = await scoreSuffixes(engine, { prefix, suffixes: [s] });
+      expect(together.results[all.length - 1 - i]!.logits).toEqual(alone.results[0]!.logits);
+      expect(added.results[i + 1]!.logits).toEqual(alone.results[0]!.logits);
+    }
+  });
+});
