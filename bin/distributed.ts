@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client, type ConnectRouter, type ServiceImpl, type Transport } from "@connectrpc/connect";
@@ -11,8 +10,8 @@ import { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createRoutes } from "../gateway/routes/index.js";
-import { createGatewayHandler, createGatewayServer } from "../gateway/server.js";
-import { drain, listen } from "./http-lifecycle.js";
+import { createGatewayHandler } from "../gateway/server.js";
+import { drain, hostForUrl, listenGateway } from "./http-lifecycle.js";
 import { ConfigError, type Config } from "../lib/config.js";
 import { startHeartbeats } from "../lib/heartbeats/publisher.js";
 import type { WorkerDirectory } from "../lib/heartbeats/types.js";
@@ -262,17 +261,10 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
           logger,
         }),
       });
-      const server = createGatewayServer(handler, {
-        headersTimeoutMs: config.headersTimeoutMs,
-        requestTimeoutMs: config.bodyTimeoutMs,
-        maxConnections: config.maxConnections,
-        maxHeaderBytes: config.maxHeaderBytes,
-        metrics,
-        logger,
-      });
-      await listen(server, config.port, config.host);
-      port = (server.address() as AddressInfo).port;
-      url = `http://${hostForUrl(config.host)}:${port}`;
+      const listening = await listenGateway(handler, config, metrics, logger);
+      const server = listening.server;
+      port = listening.port;
+      url = listening.url;
       closeServer = async () => {
         await drain(server, config.shutdownTimeoutMs, logger);
         // Handlers cut off by the deadline settle their usage before the stores close.
@@ -428,10 +420,6 @@ async function retryWhileStarting<T>(work: () => Promise<T>, logger: Logger, wha
       await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 200 * attempt)));
     }
   }
-}
-
-function hostForUrl(host: string): string {
-  return host.includes(":") ? `[${host}]` : host;
 }
 
 /** The host part of the address a worker announces when TESSERA_ADVERTISE_URL is not set. */

@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Code, ConnectError, createClient, createRouterTransport, type Client, type ServiceImpl, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AccountingService } from "../gen/tessera/accounting/v1/accounting_pb.js";
@@ -13,8 +12,8 @@ import { createInProcessTransport } from "../lib/in-process-transport.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createRoutes } from "../gateway/routes/index.js";
 import type { ReadinessCheck } from "../gateway/routes/operations.js";
-import { createGatewayHandler, createGatewayServer } from "../gateway/server.js";
-import { drain, listen } from "./http-lifecycle.js";
+import { createGatewayHandler } from "../gateway/server.js";
+import { drain, listenGateway } from "./http-lifecycle.js";
 import type { Config } from "../lib/config.js";
 import { createInProcessWorkerDirectory } from "../lib/heartbeats/in-process.js";
 import { startHeartbeats } from "../lib/heartbeats/publisher.js";
@@ -212,17 +211,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
         logger,
       }),
     });
-    const server = createGatewayServer(handler, {
-      headersTimeoutMs: config.headersTimeoutMs,
-      requestTimeoutMs: config.bodyTimeoutMs,
-      maxConnections: config.maxConnections,
-      maxHeaderBytes: config.maxHeaderBytes,
-      metrics,
-      logger,
-    });
-    await listen(server, config.port, config.host);
-    const port = (server.address() as AddressInfo).port;
-    const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+    const { server, port, url } = await listenGateway(handler, config, metrics, logger);
     logger.info({ url, dataDir: config.dataDir, modelsConfig: config.modelsConfig }, "tessera listening");
 
     let closing: Promise<void> | undefined;

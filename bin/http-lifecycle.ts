@@ -1,5 +1,34 @@
 import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createGatewayServer, type GatewayHandler } from "../gateway/server.js";
+import type { Config } from "../lib/config.js";
 import type { Logger } from "../lib/logger.js";
+import type { Metrics } from "../lib/metrics.js";
+
+/** `[::1]` for IPv6 literals, the host itself otherwise. */
+export function hostForUrl(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+/** The public HTTP server of a gateway, with the configured limits, listening. */
+export async function listenGateway(
+  handler: GatewayHandler,
+  config: Config,
+  metrics: Metrics,
+  logger: Logger,
+): Promise<{ server: Server; port: number; url: string }> {
+  const server = createGatewayServer(handler, {
+    headersTimeoutMs: config.headersTimeoutMs,
+    requestTimeoutMs: config.bodyTimeoutMs,
+    maxConnections: config.maxConnections,
+    maxHeaderBytes: config.maxHeaderBytes,
+    metrics,
+    logger,
+  });
+  await listen(server, config.port, config.host);
+  const port = (server.address() as AddressInfo).port;
+  return { server, port, url: `http://${hostForUrl(config.host)}:${port}` };
+}
 
 export function listen(server: Server, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
