@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { open, type Database, type RootDatabase } from "lmdb";
 import {
   assertValidBucketName,
@@ -26,6 +27,10 @@ interface Stored {
   t: number;
 }
 
+// Directories this process has open. LMDB must not open one environment twice in a process:
+// the second handle's write transactions can deadlock against the first's writer thread.
+const openInThisProcess = new Set<string>();
+
 const KEY_END = "\x7f"; // sorts after every character a key may contain
 const SWEEP_CHUNK = 2000;
 
@@ -42,7 +47,10 @@ const SWEEP_CHUNK = 2000;
  */
 export function openLmdbStore(options: LmdbStoreOptions): Store {
   const clock = options.clock ?? Date.now;
-  const root: RootDatabase = open({ path: options.path, noSubdir: false, maxDbs: 64 });
+  const path = resolve(options.path);
+  if (openInThisProcess.has(path)) throw new Error(`LMDB store ${path} is already open in this process`);
+  const root: RootDatabase = open({ path, noSubdir: false, maxDbs: 64 });
+  openInThisProcess.add(path);
   const buckets = new Map<string, LmdbBucket<unknown>>();
   const revisions = { last: 0 };
   let closed = false;
@@ -63,8 +71,12 @@ export function openLmdbStore(options: LmdbStoreOptions): Store {
       if (closed) return;
       closed = true;
       for (const bucket of buckets.values()) bucket.stop();
-      await root.committed;
-      await root.close();
+      try {
+        await root.committed;
+        await root.close();
+      } finally {
+        openInThisProcess.delete(path);
+      }
     },
   };
 }

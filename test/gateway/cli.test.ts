@@ -1,10 +1,10 @@
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { afterAll, describe, expect, it } from "vitest";
 import { SETTINGS } from "../../lib/config.js";
+import { spawnTesseraServe } from "../helpers/serve-process.js";
 import { REPO_ROOT } from "../helpers/tessera.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "tessera-cli-"));
@@ -58,26 +58,9 @@ describe("the tessera command", () => {
   });
 
   it("serves until SIGTERM, then shuts down cleanly", async () => {
-    const child = spawn(process.execPath, ["--import", "tsx", "bin/tessera.ts", "serve"], {
-      cwd: REPO_ROOT,
-      env: {
-        ...process.env,
-        TESSERA_PORT: "0",
-        TESSERA_DATA_DIR: join(scratch, "serve-data"),
-        TESSERA_MODELS_CONFIG: join(REPO_ROOT, "models.config.json"),
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    const output: string[] = [];
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no "listening" line in:\n${output.join("\n")}`)), 30_000);
-      createInterface({ input: child.stdout! }).on("line", (line) => {
-        output.push(line);
-        if (line.includes('"tessera listening"')) {
-          clearTimeout(timer);
-          resolve((JSON.parse(line) as { url: string }).url);
-        }
-      });
+    const { url, output, stop } = await spawnTesseraServe({
+      TESSERA_DATA_DIR: join(scratch, "serve-data"),
+      TESSERA_MODELS_CONFIG: join(REPO_ROOT, "models.config.json"),
     });
     // The first start printed a key (plain text, not a log line).
     const key = output.map((l) => /^\s+(tsr_[A-Za-z0-9_-]+)$/.exec(l)?.[1]).find(Boolean);
@@ -87,9 +70,7 @@ describe("the tessera command", () => {
     const models = await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
     expect(models.status).toBe(200);
 
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-    child.kill("SIGTERM");
-    expect(await exited).toBe(0);
+    expect(await stop()).toBe(0);
     expect(output.join("\n")).toMatch(/"shut down"/);
   });
 });
