@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { hostname } from "node:os";
 import type { DescService } from "@bufbuild/protobuf";
@@ -34,6 +33,8 @@ import { createDecisionService } from "../services/decision/service.js";
 import { loadCatalog } from "../services/registry/catalog.js";
 import { createRegistryService } from "../services/registry/service.js";
 import { ensureFirstKey } from "./bootstrap.js";
+import { servedModels, startInferenceWorker } from "./inference-worker.js";
+import type { ModelPool } from "../services/inference/model-pool.js";
 
 export const SERVICE_NAMES = ["gateway", "accounting", "registry", "inference", "decision"] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
@@ -159,33 +160,16 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
     // Inference: the model pool of this worker; announced once the port is known.
     let inferenceService: ServiceImpl<typeof InferenceService> | undefined;
     let inferenceTransport: Transport | undefined;
-    let pool: Awaited<ReturnType<typeof import("../services/inference/model-pool.js").loadModelPool>> | undefined;
+    let pool: ModelPool | undefined;
     if (has("inference")) {
-      const served = catalog!.servedModels().filter(({ servingId, dir }) => {
-        if (existsSync(dir)) return true;
-        logger.warn({ servingId, dir }, "model directory not found; its models are not served");
-        return false;
-      });
+      const served = servedModels(catalog!, logger);
       if (served.length === 0) {
         throw new ConfigError([`TESSERA_MODELS_CONFIG: none of the model directories of ${config.modelsConfig} exists; an inference worker needs at least one`]);
       }
-      const { loadModelPool } = await import("../services/inference/model-pool.js");
-      const { createInferenceService } = await import("../services/inference/service.js");
-      const inferenceLogger = logger.child({ service: "inference" });
-      const loaded = await loadModelPool({
-        models: served,
-        slots: config.slots,
-        queue: config.queue,
-        intraOpThreads: config.intraOpThreads,
-        executionProviders: config.executionProviders,
-        ortWorker: config.ortWorker,
-        threshold: config.unmaskThreshold,
-        logger: inferenceLogger,
-        metrics: metrics.registry,
-      });
-      pool = loaded;
-      cleanups.push({ name: "model pool", run: () => loaded.close() });
-      inferenceService = createInferenceService({ pool: loaded, logger: inferenceLogger, workerId: config.workerId });
+      const worker = await startInferenceWorker(served, config, logger, metrics);
+      pool = worker.pool;
+      cleanups.push({ name: "model pool", run: () => worker.pool.close() });
+      inferenceService = worker.service;
       inferenceTransport = inProcess(InferenceService, inferenceService);
       readiness.push({ name: "models", check: () => true });
       logger.info({ models: served, slots: config.slots }, "inference pool loaded");

@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { Code, ConnectError, createClient, createRouterTransport, type Client, type ServiceImpl, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -26,6 +25,7 @@ import { createDecisionService } from "../services/decision/service.js";
 import { loadCatalog } from "../services/registry/catalog.js";
 import { createRegistryService } from "../services/registry/service.js";
 import { ensureFirstKey } from "./bootstrap.js";
+import { servedModels, startInferenceWorker } from "./inference-worker.js";
 
 export interface EmbeddedOptions {
   config: Config;
@@ -102,31 +102,13 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
     const registryClient = createClient(RegistryService, transportOf(RegistryService, registryService));
 
     // Inference: every model directory of the catalog that exists, in one pool.
-    const served = catalog.servedModels().filter(({ servingId, dir }) => {
-      if (existsSync(dir)) return true;
-      logger.warn({ servingId, dir }, "model directory not found; its models are not served (the listing leaves them out)");
-      return false;
-    });
+    const served = servedModels(catalog, logger);
     let inferenceTransport: Transport | undefined;
     let inferenceService: ServiceImpl<typeof InferenceService> | undefined;
     let modelsLoaded = false;
     if (served.length > 0) {
-      // Loaded only when there is a model to serve: ONNX Runtime is a large native library.
-      const { loadModelPool } = await import("../services/inference/model-pool.js");
-      const { createInferenceService } = await import("../services/inference/service.js");
-      const pool = await loadModelPool({
-        models: served,
-        slots: config.slots,
-        queue: config.queue,
-        intraOpThreads: config.intraOpThreads,
-        executionProviders: config.executionProviders,
-        ortWorker: config.ortWorker,
-        threshold: config.unmaskThreshold,
-        logger: logger.child({ service: "inference" }),
-        metrics: metrics.registry,
-      });
+      const { pool, service } = await startInferenceWorker(served, config, logger, metrics);
       cleanups.push(() => pool.close());
-      const service = createInferenceService({ pool, logger: logger.child({ service: "inference" }), workerId: config.workerId });
       inferenceService = service;
       inferenceTransport = transportOf(InferenceService, service);
       const beats = startHeartbeats(workers, () => ({

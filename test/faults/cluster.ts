@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { createClient, type Client } from "@connectrpc/connect";
 import { AccountingService } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { bearerInterceptor, serviceTransport } from "../../lib/remote/clients.js";
-import { REPO_ROOT, TEST_SERVING_ID, TINY_MODEL_DIR } from "../helpers/tessera.js";
+import { REPO_ROOT, TINY_MODEL_DIR, writeModelsConfig } from "../helpers/tessera.js";
 import { startNatsServer, type NatsServerHandle } from "../nats/nats-server.js";
 
 /** One `tessera serve <services>` process of the cluster. */
@@ -49,22 +49,6 @@ export interface ClusterOptions {
   env?: Record<string, string>;
   /** Settings of the inference workers. */
   inferenceEnv?: Record<string, string>;
-}
-
-function writeModelsConfig(dir: string): string {
-  const file = join(dir, "models.config.json");
-  const common = { release_date: "2026-11-22", model_dir: TINY_MODEL_DIR, serving_id: TEST_SERVING_ID };
-  writeFileSync(
-    file,
-    JSON.stringify({
-      models: [
-        { id: "textmodel-26b", kind: "text", family: "textmodel", version: "26b", description: "the test text model", ...common },
-        { id: "decisionmodel-0.1", kind: "decision", family: "decisionmodel", version: "0.1", description: "the test decision model", ...common },
-      ],
-      latest: [{ id: "decisionmodel-latest", family: "decisionmodel", aliases: ["jev-latest"] }],
-    }),
-  );
-  return file;
 }
 
 /** Ports free right now on 127.0.0.1 (held together while picked, so they differ). */
@@ -129,7 +113,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const started: TesseraProcess[] = [];
   const base: Record<string, string> = {
     TESSERA_NATS_URL: nats.url,
-    TESSERA_MODELS_CONFIG: writeModelsConfig(scratch),
+    TESSERA_MODELS_CONFIG: writeModelsConfig(scratch, TINY_MODEL_DIR),
     TESSERA_DATA_DIR: join(scratch, "data"),
     TESSERA_LOG_LEVEL: "info",
     TESSERA_SHUTDOWN_TIMEOUT_MS: "2000",

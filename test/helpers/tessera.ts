@@ -55,7 +55,8 @@ export function newApiKey(): string {
   return `tsr_${randomBytes(32).toString("base64url")}`;
 }
 
-function writeModelsConfig(dir: string, modelDir: string): string {
+/** Writes a models config serving modelDir as the text model and the decision family; returns its path. */
+export function writeModelsConfig(dir: string, modelDir: string): string {
   const file = join(dir, "models.config.json");
   const common = { release_date: "2026-11-22", model_dir: modelDir, serving_id: TEST_SERVING_ID };
   writeFileSync(

@@ -1,0 +1,49 @@
+import { existsSync } from "node:fs";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
+import type { Config } from "../lib/config.js";
+import type { Logger } from "../lib/logger.js";
+import type { Metrics } from "../lib/metrics.js";
+import type { ModelPool } from "../services/inference/model-pool.js";
+import type { Catalog } from "../services/registry/catalog.js";
+
+/** The model directories of the catalog that exist; the others are named in a warning. */
+export function servedModels(catalog: Catalog, logger: Logger): { servingId: string; dir: string }[] {
+  return catalog.servedModels().filter(({ servingId, dir }) => {
+    if (existsSync(dir)) return true;
+    logger.warn({ servingId, dir }, "model directory not found; its models are not served (the listing leaves them out)");
+    return false;
+  });
+}
+
+export interface InferenceWorker {
+  pool: ModelPool;
+  service: ServiceImpl<typeof InferenceService>;
+}
+
+/**
+ * Loads the model pool of one inference worker and the inference service over it. ONNX
+ * Runtime is a large native library, so it is imported only when there is a model to serve.
+ */
+export async function startInferenceWorker(
+  models: { servingId: string; dir: string }[],
+  config: Config,
+  logger: Logger,
+  metrics: Metrics,
+): Promise<InferenceWorker> {
+  const { loadModelPool } = await import("../services/inference/model-pool.js");
+  const { createInferenceService } = await import("../services/inference/service.js");
+  const inferenceLogger = logger.child({ service: "inference" });
+  const pool = await loadModelPool({
+    models,
+    slots: config.slots,
+    queue: config.queue,
+    intraOpThreads: config.intraOpThreads,
+    executionProviders: config.executionProviders,
+    ortWorker: config.ortWorker,
+    threshold: config.unmaskThreshold,
+    logger: inferenceLogger,
+    metrics: metrics.registry,
+  });
+  return { pool, service: createInferenceService({ pool, logger: inferenceLogger, workerId: config.workerId }) };
+}
