@@ -1,6 +1,6 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { DEFAULT_HEARTBEAT_TTL_MS } from "../heartbeats/in-process.js";
-import { byLeastLoaded, type LiveWorker, type WorkerDirectory, type WorkerHeartbeat } from "../heartbeats/types.js";
+import { LiveWorkers } from "../heartbeats/live-workers.js";
+import type { WorkerDirectory, WorkerHeartbeat } from "../heartbeats/types.js";
 
 export const HEARTBEAT_SUBJECT = "tessera.workers.heartbeat";
 export const WITHDRAW_SUBJECT = "tessera.workers.withdraw";
@@ -19,21 +19,19 @@ export function createNatsWorkerDirectory(
   nc: NatsConnection,
   options: NatsWorkerDirectoryOptions = {},
 ): WorkerDirectory {
-  const ttlMs = options.ttlMs ?? DEFAULT_HEARTBEAT_TTL_MS;
-  const clock = options.clock ?? Date.now;
-  const workers = new Map<string, LiveWorker>();
+  const workers = new LiveWorkers(options.ttlMs, options.clock);
 
   const subscriptions: Subscription[] = [
     nc.subscribe(HEARTBEAT_SUBJECT, {
       callback: (err, msg) => {
         if (err) return;
         const heartbeat = parseHeartbeat(msg.string());
-        if (heartbeat) workers.set(heartbeat.id, { ...heartbeat, lastSeenUnixMs: clock() });
+        if (heartbeat) workers.record(heartbeat);
       },
     }),
     nc.subscribe(WITHDRAW_SUBJECT, {
       callback: (err, msg) => {
-        if (!err) workers.delete(msg.string());
+        if (!err) workers.remove(msg.string());
       },
     }),
   ];
@@ -41,21 +39,15 @@ export function createNatsWorkerDirectory(
   return {
     publish(heartbeat: WorkerHeartbeat) {
       // Also recorded locally, so a worker sees itself before its first message comes back.
-      workers.set(heartbeat.id, { ...heartbeat, models: [...heartbeat.models], lastSeenUnixMs: clock() });
+      workers.record(heartbeat);
       if (!nc.isClosed()) nc.publish(HEARTBEAT_SUBJECT, JSON.stringify(heartbeat));
     },
     withdraw(workerId: string) {
-      workers.delete(workerId);
+      workers.remove(workerId);
       if (!nc.isClosed()) nc.publish(WITHDRAW_SUBJECT, workerId);
     },
     live() {
-      const now = clock();
-      const alive: LiveWorker[] = [];
-      for (const [id, worker] of workers) {
-        if (now - worker.lastSeenUnixMs > ttlMs) workers.delete(id);
-        else alive.push(worker);
-      }
-      return alive.sort(byLeastLoaded);
+      return workers.live();
     },
     async close() {
       for (const sub of subscriptions) sub.unsubscribe();
