@@ -15,7 +15,7 @@ import {
   ToolCallSchema,
   ToolDefinitionSchema,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
-import { buildChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
+import { buildChatPrompt, withForcedTool, type ChatTemplateVariables } from "./chat-prompt.js";
 import type { ModelCapabilities } from "./model-config.js";
 import { TINY_MODEL_DIR } from "./test-support.js";
 
@@ -101,6 +101,30 @@ describe("buildChatPrompt", () => {
     const none = prompt({ tools: [tool], options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.NONE } } }) });
     expect(render(none.variables)).not.toContain("<tools>");
     expect(none.parser.toolCalls).toBe(false);
+  });
+
+  it("required with several tools leaves the choice to the service: their names once each, in order", () => {
+    const tools = ["search", "get_weather", "search", "book"].map((name) => create(ToolDefinitionSchema, { name }));
+    const p = prompt({ tools, options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }) });
+    expect(p.requiredTools).toEqual(["search", "get_weather", "book"]);
+    expect(p.variables.forced_tool).toBe("");
+    expect(p.parser.forcedTool).toBeUndefined();
+    expect(prompt({ tools: [tool, tool], options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }) }).parser.forcedTool).toBe("get_weather");
+    expect(prompt({ tools }).requiredTools).toEqual([]);
+  });
+
+  it("withForcedTool gives exactly the named tool_choice's prompt, thinking or not", () => {
+    const tools = [tool, create(ToolDefinitionSchema, { name: "search" })];
+    for (const enableThinking of [false, true]) {
+      const required = prompt({ tools, options: options({ enableThinking, toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }) });
+      const named = prompt({ tools, options: options({ enableThinking, toolChoice: { choice: { case: "functionName", value: "search" } } }) });
+      const forced = withForcedTool(required, "search");
+      expect(forced.variables).toEqual(named.variables);
+      expect(forced.parser).toEqual(named.parser);
+      expect(forced.requiredTools).toEqual([]);
+      expect(render(forced.variables).endsWith('<|im_start|>assistant\n<tool_call>{"name": "search", "arguments": ')).toBe(true);
+    }
+    expect(refusal(() => withForcedTool(prompt({ tools }), "missing")).code).toBe(Code.InvalidArgument);
   });
 
   it("JSON modes tell the model to answer with JSON, with the schema when given", () => {

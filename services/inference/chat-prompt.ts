@@ -41,6 +41,12 @@ export interface ChatPrompt {
   variables: ChatTemplateVariables;
   /** How the reply of this prompt is parsed (thinking span, JSON mode, tool calls). */
   parser: ReplyParserOptions;
+  /**
+   * tool_choice "required" with several tools: their names, once each, in request order. One
+   * of them must be forced (withForcedTool) before generating: the service picks the one the
+   * model finds most probable (required-tool.ts). Empty otherwise.
+   */
+  requiredTools: string[];
 }
 
 export interface ChatInput {
@@ -92,9 +98,13 @@ export function buildChatPrompt(modelName: string, capabilities: ModelCapabiliti
     throw invalid(`tool_choice names function "${forcedTool}", which is not among the tools`);
   }
   if (toolChoice === "required" && tools.length === 0) throw invalid("tool_choice requires a tool, but no tools were given");
-  // "required" with a single tool is that tool by construction; with several the template
-  // presents them all and the model picks.
-  if (toolChoice === "required" && forcedTool === "" && tools.length === 1) forcedTool = tools[0]!.function.name;
+  // "required" with a single tool is that tool by construction; with several, the service
+  // forces the one the model finds most probable before generating.
+  let requiredTools: string[] = [];
+  if (toolChoice === "required" && forcedTool === "") {
+    if (names.size === 1) forcedTool = tools[0]!.function.name;
+    else requiredTools = [...names];
+  }
 
   const format = options?.responseFormat;
   const jsonMode =
@@ -125,6 +135,22 @@ export function buildChatPrompt(modelName: string, capabilities: ModelCapabiliti
       ...(forcedTool !== "" ? { forcedTool } : {}),
       toolCalls: toolsShown,
     },
+    requiredTools,
+  };
+}
+
+/**
+ * The same prompt ending inside a call of `name`, one of its tools: the reply is that call by
+ * construction (the template skips the thinking span then). Refuses a name not among the tools.
+ */
+export function withForcedTool(prompt: ChatPrompt, name: string): ChatPrompt {
+  if (name === "" || !prompt.variables.tools.some((t) => t.function.name === name)) {
+    throw invalid(`tool_choice: function "${name}" is not among the tools`);
+  }
+  return {
+    variables: { ...prompt.variables, tool_choice: "required", forced_tool: name },
+    parser: { ...prompt.parser, thinking: false, forcedTool: name },
+    requiredTools: [],
   };
 }
 

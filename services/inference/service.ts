@@ -19,6 +19,7 @@ import { StopMatcher } from "./decoder/reply-text.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
 import type { ModelPool } from "./model-pool.js";
 import { createReplyParser, type ReplyDelta } from "./reply-parser.js";
+import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate } from "./required-tool.js";
 import { scoreSuffixes } from "./score.js";
 
 export interface InferenceDeps {
@@ -48,17 +49,43 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
     return engine;
   }
 
-  /** Renders and tokenizes a conversation; refuses a prompt that leaves no room in the context. */
-  function promptOf(modelId: string, engine: ModelEngine, input: ChatInput) {
-    const prompt = buildChatPrompt(modelId, engine.model.config.capabilities, input);
-    let text: string;
-    try {
-      text = engine.model.renderChat(prompt.variables);
-    } catch (err) {
-      throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
+  /** The model's chat template; a conversation it cannot render is refused (InvalidArgument). */
+  function templateOf(engine: ModelEngine): RenderTemplate {
+    return (variables) => {
+      try {
+        return engine.model.renderChat(variables);
+      } catch (err) {
+        throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    };
+  }
+
+  /**
+   * The prompt a generation runs on, rendered and tokenized. With tool_choice "required" and
+   * several tools, the tool is chosen first (required-tool.ts: one Score readout) and forced.
+   */
+  async function generationPrompt(modelId: string, engine: ModelEngine, input: ChatInput, signal: AbortSignal) {
+    const built = buildChatPrompt(modelId, engine.model.config.capabilities, input);
+    const render = templateOf(engine);
+    if (built.requiredTools.length === 0) {
+      return { prompt: built, ids: engine.model.tokenizer.encode(render(built.variables)), choice: undefined };
     }
-    const ids = engine.model.tokenizer.encode(text);
-    return { prompt, ids };
+    const started = performance.now();
+    const choice = await chooseRequiredTool(engine, built, { model: modelId, render }, signal);
+    const ms = Math.round(performance.now() - started);
+    return { prompt: choice.prompt, ids: engine.model.tokenizer.encode(choice.text), choice: { ...choice, ms } };
+  }
+
+  /**
+   * CountTokens of a conversation: the tokens of its prompt; with tool_choice "required" and
+   * several tools (the tool not chosen yet), the longest of their forced prompts.
+   */
+  function countPrompt(modelId: string, engine: ModelEngine, input: ChatInput): number {
+    const built = buildChatPrompt(modelId, engine.model.config.capabilities, input);
+    const render = templateOf(engine);
+    const tokenizer = engine.model.tokenizer;
+    if (built.requiredTools.length === 0) return tokenizer.encode(render(built.variables)).length;
+    return tokenizer.encode(longestForcedPrompt(tokenizer, built, { model: modelId, render })).length;
   }
 
   return {
@@ -70,7 +97,8 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
       if (stop.length > MAX_STOP_SEQUENCES) throw invalid(`stop: at most ${MAX_STOP_SEQUENCES} sequences`);
       if (stop.some((s) => s.length > MAX_STOP_LENGTH)) throw invalid(`stop: each sequence at most ${MAX_STOP_LENGTH} characters`);
 
-      const { prompt, ids } = promptOf(req.model, engine, { messages: req.messages, tools: req.tools, options });
+      const input = { messages: req.messages, tools: req.tools, options };
+      const { prompt, ids, choice } = await generationPrompt(req.model, engine, input, ctx.signal);
       const context = engine.decode.maxPositions;
       if (ids.length >= context) {
         throw invalid(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
@@ -115,6 +143,9 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
               finishReason: reason,
               forwardPasses,
               ms: Math.round(performance.now() - started),
+              ...(choice !== undefined
+                ? { requiredTool: { tool: choice.tool, candidates: choice.scores.length, scoredTokens: choice.scoredTokens, ms: choice.ms } }
+                : {}),
             },
             "generation finished",
           );
@@ -151,8 +182,7 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
     countTokens(req: CountTokensRequest) {
       const engine = engineFor(req.model);
       if (req.messages.length === 0) return { tokens: engine.model.tokenizer.encode(req.text).length };
-      const { ids } = promptOf(req.model, engine, { messages: req.messages, tools: req.tools, options: req.options });
-      return { tokens: ids.length };
+      return { tokens: countPrompt(req.model, engine, { messages: req.messages, tools: req.tools, options: req.options }) };
     },
 
     getModelInfo(req: GetModelInfoRequest) {

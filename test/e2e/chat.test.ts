@@ -254,6 +254,40 @@ describe("chat completions: tools", () => {
     expectOpenAiError(wrongId, 400, "invalid_request_error", { param: "messages[2].tool_call_id" });
   });
 
+  it("tool_choice required with several tools: a call of one of them (the model's most probable), streamed or not", async () => {
+    const tools = [
+      { type: "function" as const, function: { name: "lookup", description: "Look a word up", parameters: { type: "object", properties: { word: { type: "string" } } } } },
+      weatherTool,
+      { type: "function" as const, function: { name: "send_email", description: "Send an e-mail", parameters: { type: "object", properties: { to: { type: "string" } } } } },
+    ];
+    const names = tools.map((t) => t.function.name);
+    const completion = await client.chat.completions.create({ ...ask, tools, tool_choice: "required" });
+    const choice = completion.choices[0]!;
+    expect(choice.finish_reason).toBe("tool_calls");
+    const call = choice.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.id).toMatch(/^call_[A-Za-z0-9]+$/);
+    expect(call.type).toBe("function");
+    expect(names).toContain(call.function.name);
+    expect(typeof call.function.arguments).toBe("string");
+
+    // The same reply as naming that tool: the choice is deterministic and then forced alike.
+    const named = await client.chat.completions.create({ ...ask, tools, tool_choice: { type: "function", function: { name: call.function.name } } });
+    const namedCall = named.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(namedCall.function).toEqual(call.function);
+    expect(named.usage).toEqual(completion.usage);
+
+    // Streamed: the call's header (id, type, name) is in the first chunk that has tool_calls.
+    const chunks = await streamAll({ tools, tool_choice: "required" });
+    const first = chunks.find((c) => (c.choices[0]?.delta.tool_calls ?? []).length > 0)!;
+    expect(first.choices[0]!.delta.tool_calls![0]).toMatchObject({ index: 0, id: expect.stringMatching(/^call_/), type: "function", function: { name: call.function.name } });
+    expect(chunks.flatMap((c) => c.choices.map((x) => x.finish_reason)).filter((r) => r !== null && r !== undefined)).toEqual(["tool_calls"]);
+    expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: completion.usage!.prompt_tokens });
+    const final = await client.chat.completions.stream({ ...ask, tools, tool_choice: "required" }).finalChatCompletion();
+    const streamed = final.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(streamed.function).toEqual(call.function);
+    expect(final.choices[0]!.finish_reason).toBe("tool_calls");
+  });
+
   it("tool_choice none: no tool calls come back", async () => {
     const completion = await client.chat.completions.create({ ...ask, tools: [weatherTool], tool_choice: "none" });
     expect(completion.choices[0]!.message.tool_calls ?? []).toEqual([]);
