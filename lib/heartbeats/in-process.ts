@@ -1,8 +1,6 @@
 import { LiveWorkers } from "./live-workers.js";
 import type { WorkerDirectory, WorkerHeartbeat } from "./types.js";
 
-export { DEFAULT_HEARTBEAT_TTL_MS } from "./live-workers.js";
-
 export interface InProcessWorkerDirectoryOptions {
   /** A worker not heard from for this long is no longer live. */
   ttlMs?: number;
