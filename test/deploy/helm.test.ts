@@ -24,7 +24,8 @@ interface Result {
 
 async function exec(file: string, args: string[]): Promise<Result> {
   try {
-    const { stdout, stderr } = await run(file, args, { maxBuffer: 64 * 1024 * 1024 });
+    // Bounded: this runs at import time, where no test timeout applies.
+    const { stdout, stderr } = await run(file, args, { maxBuffer: 64 * 1024 * 1024, timeout: 300_000 });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };
