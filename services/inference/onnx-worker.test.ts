@@ -2,6 +2,7 @@ import path from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openSession, ortWorkerDefault } from "./onnx-session.js";
+import { handOver, isWorkerSession, lastWorkerRun, repeatedRowFeed } from "./onnx-worker-session.js";
 import { TINY_MODEL_DIR } from "./test-support.js";
 
 const MODEL = path.join(TINY_MODEL_DIR, "model.onnx");
@@ -71,6 +72,94 @@ describe("ONNX Runtime session on a worker thread", () => {
     const past = input["past_key_values.0.key"]!.data as Float32Array;
     expect(past.length).toBe(2 * KV_HEADS * 4 * HEAD_DIM);
     expect(past.buffer.byteLength).toBeGreaterThan(0);
+  });
+
+  it("materialises repeatedRowFeed's rows on the worker: the same bits as rows copied here", async () => {
+    const [B, S, P] = [3, 5, 6];
+    const base = feeds(B, S, P);
+    const repeated: Record<string, ort.Tensor> = { ...base };
+    const copied: Record<string, ort.Tensor> = { ...base };
+    for (let l = 0; l < LAYERS; l++) {
+      for (const kind of ["key", "value"]) {
+        const name = `past_key_values.${l}.${kind}`;
+        const row = (base[name]!.data as Float32Array).subarray(0, KV_HEADS * P * HEAD_DIM);
+        const shared = new Float32Array(new SharedArrayBuffer(row.byteLength));
+        shared.set(row);
+        const full = new Float32Array(B * row.length);
+        for (let b = 0; b < B; b++) full.set(row, b * row.length);
+        repeated[name] = new ort.Tensor("float32", repeatedRowFeed(l === 0 ? shared : row, B), [B, KV_HEADS, P, HEAD_DIM]);
+        copied[name] = new ort.Tensor("float32", full, [B, KV_HEADS, P, HEAD_DIM]);
+      }
+    }
+    const want = await inThread.run(copied, ["logits", "present.1.key"]);
+    const got = await onWorker.run(repeated, ["logits", "present.1.key"]);
+    expect(got.logits!.data).toEqual(want.logits!.data);
+    expect(got["present.1.key"]!.data).toEqual(want["present.1.key"]!.data);
+    expect(isWorkerSession(onWorker)).toBe(true);
+    expect(isWorkerSession(inThread)).toBe(false);
+    const timing = lastWorkerRun(onWorker)!;
+    expect(timing.runMs).toBeGreaterThan(0);
+    expect(timing.totalMs).toBeGreaterThanOrEqual(timing.runMs + timing.fillMs);
+    expect(lastWorkerRun(inThread)).toBeUndefined();
+  });
+
+  it("keeps concurrent runs with repeated rows apart (the worker's row buffers are reused)", async () => {
+    const [B, S, P] = [2, 3, 4];
+    const run = (seed: number, session: ort.InferenceSession, repeat: boolean) => {
+      const f = feeds(B, S, P);
+      for (let l = 0; l < LAYERS; l++) {
+        for (const kind of ["key", "value"]) {
+          const row = Float32Array.from({ length: KV_HEADS * P * HEAD_DIM }, (_, i) => Math.sin(seed * 100 + i));
+          const full = new Float32Array(B * row.length);
+          for (let b = 0; b < B; b++) full.set(row, b * row.length);
+          f[`past_key_values.${l}.${kind}`] = new ort.Tensor("float32", repeat ? repeatedRowFeed(row, B) : full, [B, KV_HEADS, P, HEAD_DIM]);
+        }
+      }
+      return session.run(f, ["logits"]);
+    };
+    const got = await Promise.all([1, 2, 3].map((seed) => run(seed, onWorker, true)));
+    for (const [i, seed] of [1, 2, 3].entries()) {
+      expect(got[i]!.logits!.data).toEqual((await run(seed, inThread, false)).logits!.data);
+    }
+  });
+
+  it("reads views of a SharedArrayBuffer without a copy on this side", async () => {
+    const input = feeds(1, 4, 3);
+    const shared: Record<string, ort.Tensor> = {};
+    for (const [name, t] of Object.entries(input)) {
+      const data = t.data as Float32Array;
+      const copy = new (data.constructor as Float32ArrayConstructor)(new SharedArrayBuffer(data.byteLength));
+      copy.set(data);
+      shared[name] = new ort.Tensor(t.type, copy as never, t.dims);
+    }
+    const got = await onWorker.run(shared, ["logits"]);
+    expect(got.logits!.data).toEqual((await inThread.run(input, ["logits"])).logits!.data);
+  });
+
+  it("transfers a handed-over feed instead of copying it, and copies one that shares its buffer", async () => {
+    const want = await inThread.run(feeds(2, 4, 3), ["logits"]);
+    const input = feeds(2, 4, 3);
+    const mask = handOver(input.attention_mask!.data as Float32Array);
+    const ids = input.input_ids!.data as BigInt64Array;
+    const sharing = new BigInt64Array(ids.length + 4);
+    sharing.set(ids);
+    input.input_ids = new ort.Tensor("int64", handOver(sharing.subarray(0, ids.length)), [2, 4]);
+    const got = await onWorker.run(input, ["logits"]);
+    expect(got.logits!.data).toEqual(want.logits!.data);
+    expect(mask.buffer.byteLength).toBe(0); // transferred
+    expect(sharing.length).toBe(ids.length + 4); // not alone on its buffer: copied
+  });
+
+  it("poisons a repeatedRowFeed that reaches a session on this thread (NaN, not quietly wrong numbers)", async () => {
+    const [B, S, P] = [2, 3, 4];
+    const f = feeds(B, S, P);
+    for (let l = 0; l < LAYERS; l++) {
+      for (const kind of ["key", "value"]) {
+        f[`past_key_values.${l}.${kind}`] = new ort.Tensor("float32", repeatedRowFeed(new Float32Array(KV_HEADS * P * HEAD_DIM).fill(0.5), B), [B, KV_HEADS, P, HEAD_DIM]);
+      }
+    }
+    const logits = (await inThread.run(f, ["logits"])).logits!.data as Float32Array;
+    expect(logits.some((x) => Number.isNaN(x))).toBe(true);
   });
 
   it("fetches every output when given run options instead of output names", async () => {

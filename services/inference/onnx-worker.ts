@@ -1,15 +1,20 @@
 // The ONNX Runtime session on a worker thread. onnxruntime-node's `session.run` runs the
 // model synchronously on the calling thread (its Promise only defers the call), so a forward
 // on the main thread blocks the event loop for its whole length. The main-thread side is
-// `WorkerSession` in onnx-session.ts; this file is the worker's entry point and the messages.
+// `WorkerSession` in onnx-worker-session.ts; this file is the worker's entry point and the messages.
 import { parentPort, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
 
-/** A tensor crossing the thread boundary: its data buffer is transferred, not copied. */
+/** A tensor crossing the thread boundary: its data buffer is transferred or shared, not copied. */
 export interface WireTensor {
   type: ort.Tensor.Type;
   dims: readonly number[];
   data: ort.Tensor.DataType;
+  /**
+   * `data` is one batch row (float32) and every one of the `dims[0]` rows of the tensor equals
+   * it: the worker writes the copies into a buffer it keeps (see repeatedRowFeed).
+   */
+  repeatsRow?: true;
 }
 
 export type WorkerRequest =
@@ -30,12 +35,56 @@ export interface OpenedReply {
   outputMetadata: ort.InferenceSession.ValueMetadata[];
 }
 
+/** Where a run's time went on the worker thread. */
+export interface WorkerRunTiming {
+  /** Writing repeated rows (repeatsRow feeds) into the worker's buffers. */
+  fillMs: number;
+  /** ONNX Runtime's `session.run`. */
+  runMs: number;
+}
+
 export type WorkerReply =
-  | { id: number; ok: true; opened?: OpenedReply; outputs?: Record<string, WireTensor> }
+  | { id: number; ok: true; opened?: OpenedReply; outputs?: Record<string, WireTensor>; timing?: WorkerRunTiming }
   | { id: number; ok: false; error: { name: string; message: string } };
 
 /** Marks the worker data of a session worker, so importing this file elsewhere serves nothing. */
 export const WORKER_MARK = "tessera-ort-worker";
+
+/** How long the buffers of repeated rows are kept unused before they are let go. */
+const ROW_BUFFERS_IDLE_MS = 30_000;
+
+/**
+ * The buffers repeated rows are written into, one per feed name, kept between runs: the
+ * batched past of a readout is tens to hundreds of MB, and fresh pages for every run cost
+ * more than filling them. ONNX Runtime cannot take a SharedArrayBuffer, nor broadcast a past
+ * across the batch, so the rows are materialised here, once, off the main thread.
+ */
+class RowBuffers {
+  private readonly buffers = new Map<string, Float32Array>();
+  private timer: NodeJS.Timeout | undefined;
+
+  /** `rows` copies of `row`, end to end, in the buffer kept for `name`. */
+  fill(name: string, row: Float32Array, rows: number): Float32Array {
+    const length = rows * row.length;
+    let buffer = this.buffers.get(name);
+    if (buffer === undefined || buffer.length < length) {
+      this.buffers.delete(name);
+      buffer = new Float32Array(length);
+      this.buffers.set(name, buffer);
+    }
+    const out = buffer.subarray(0, length);
+    for (let b = 0; b < rows; b++) out.set(row, b * row.length);
+    return out;
+  }
+
+  /** Called after every run: lets the buffers go once no run has used them for a while. */
+  idle(): void {
+    clearTimeout(this.timer);
+    if (this.buffers.size === 0) return;
+    this.timer = setTimeout(() => this.buffers.clear(), ROW_BUFFERS_IDLE_MS);
+    this.timer.unref();
+  }
+}
 
 /** The data of `t` and the buffers to transfer with it (each once: outputs may share one). */
 function toWire(t: ort.Tensor, transfer: Set<ArrayBuffer>): WireTensor {
@@ -44,8 +93,23 @@ function toWire(t: ort.Tensor, transfer: Set<ArrayBuffer>): WireTensor {
   return { type: t.type, dims: t.dims, data };
 }
 
+/**
+ * A tensor over `w`'s data. ONNX Runtime refuses views of a SharedArrayBuffer, so shared data
+ * (which the main thread sends to avoid a copy there) is copied here into a plain buffer.
+ */
+function tensorOf(name: string, w: WireTensor, rowBuffers: RowBuffers): ort.Tensor {
+  if (w.repeatsRow === true) {
+    if (!(w.data instanceof Float32Array)) throw new TypeError(`feed "${name}": repeated rows must be float32`);
+    return new ort.Tensor(w.type, rowBuffers.fill(name, w.data, w.dims[0] ?? 1), w.dims);
+  }
+  let data = w.data;
+  if (ArrayBuffer.isView(data) && !(data.buffer instanceof ArrayBuffer)) data = (data as Float32Array).slice();
+  return new ort.Tensor(w.type, data as never, w.dims);
+}
+
 function serve(port: NonNullable<typeof parentPort>): void {
   let session: ort.InferenceSession | undefined;
+  const rowBuffers = new RowBuffers();
 
   const handle = async (req: WorkerRequest): Promise<WorkerReply & { transfer?: ArrayBuffer[] }> => {
     switch (req.kind) {
@@ -67,16 +131,21 @@ function serve(port: NonNullable<typeof parentPort>): void {
       }
       case "run": {
         if (session === undefined) throw new Error("session is not open");
-        const feeds: Record<string, ort.Tensor> = {};
-        for (const [name, w] of Object.entries(req.feeds)) {
-          feeds[name] = new ort.Tensor(w.type, w.data as never, w.dims);
+        try {
+          const filled = performance.now();
+          const feeds: Record<string, ort.Tensor> = {};
+          for (const [name, w] of Object.entries(req.feeds)) feeds[name] = tensorOf(name, w, rowBuffers);
+          const started = performance.now();
+          const out =
+            req.fetches !== undefined ? await session.run(feeds, req.fetches, req.options ?? {}) : await session.run(feeds, req.options ?? {});
+          const timing = { fillMs: started - filled, runMs: performance.now() - started };
+          const transfer = new Set<ArrayBuffer>();
+          const outputs: Record<string, WireTensor> = {};
+          for (const [name, value] of Object.entries(out)) outputs[name] = toWire(value as ort.Tensor, transfer);
+          return { id: req.id, ok: true, outputs, timing, transfer: [...transfer] };
+        } finally {
+          rowBuffers.idle();
         }
-        const out =
-          req.fetches !== undefined ? await session.run(feeds, req.fetches, req.options ?? {}) : await session.run(feeds, req.options ?? {});
-        const transfer = new Set<ArrayBuffer>();
-        const outputs: Record<string, WireTensor> = {};
-        for (const [name, value] of Object.entries(out)) outputs[name] = toWire(value as ort.Tensor, transfer);
-        return { id: req.id, ok: true, outputs, transfer: [...transfer] };
       }
       case "release": {
         const s = session;
@@ -87,21 +156,27 @@ function serve(port: NonNullable<typeof parentPort>): void {
     }
   };
 
+  // One request at a time, in order: a run's feeds may sit in the shared row buffers, which the
+  // next run's feeds would overwrite.
+  let tail: Promise<unknown> = Promise.resolve();
   port.on("message", (req: WorkerRequest) => {
-    handle(req).then(
-      ({ transfer, ...reply }) => {
-        try {
-          port.postMessage(reply, transfer ?? []);
-        } catch {
-          // A buffer ONNX Runtime owns may refuse to detach: send a copy instead.
-          port.postMessage(reply);
-        }
-      },
-      (err: unknown) => {
-        const error = err instanceof Error ? { name: err.name, message: err.message } : { name: "Error", message: String(err) };
-        port.postMessage({ id: req.id, ok: false, error } satisfies WorkerReply);
-      },
+    const done = tail.then(() =>
+      handle(req).then(
+        ({ transfer, ...reply }) => {
+          try {
+            port.postMessage(reply, transfer ?? []);
+          } catch {
+            // A buffer ONNX Runtime owns may refuse to detach: send a copy instead.
+            port.postMessage(reply);
+          }
+        },
+        (err: unknown) => {
+          const error = err instanceof Error ? { name: err.name, message: err.message } : { name: "Error", message: String(err) };
+          port.postMessage({ id: req.id, ok: false, error } satisfies WorkerReply);
+        },
+      ),
     );
+    tail = done.catch(() => undefined); // a reply that could not be sent must not stop the requests after it
   });
 }
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { BatchBuilder } from "./decoder/batch.js";
 import type { KVShape, LayerKV } from "./decoder/forward.js";
 import { SequenceKV } from "./decoder/kv-cache.js";
-import { PastScratch, readoutInputs } from "./score-batch.js";
+import { copiedPast, PastScratch, readoutInputs } from "./score-batch.js";
 
 const shape: KVShape = { layers: 2, heads: 2, headDim: 3 };
 const BLOCK = 4;
@@ -40,7 +40,7 @@ describe("readoutInputs", () => {
             shape,
             BLOCK,
             PAD,
-            scratch,
+            copiedPast(scratch),
           );
           expect({ batch: got.batch, seq: got.seq, past: got.past }).toEqual({ batch: want.batch, seq: want.seq, past: want.past });
           expect(got.inputIds).toEqual(want.inputIds);

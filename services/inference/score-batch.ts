@@ -1,5 +1,6 @@
 import { BLOCKED } from "./decoder/batch.js";
 import type { ForwardInputs, KVShape, LayerKV } from "./decoder/forward.js";
+import { repeatedRowFeed } from "./onnx-worker-session.js";
 
 /** The past every readout row continues: the prefix's complete blocks, `[1, H_kv, length, D]` per layer. */
 export interface ReadoutPast {
@@ -11,11 +12,12 @@ export interface ReadoutPast {
 const SCRATCH_IDLE_MS = 30_000;
 
 /**
- * Buffers for the batched past of readout forwards, kept between requests. That tensor is the
- * prefix's key/values once per row (16 questions on a 1,000-token state of the bundled model:
- * 134 MB); allocating it afresh for every request cost more than filling it — the pages are
- * new each time — and left the same amount to the garbage collector. One request at a time
- * uses the scratch (others allocate their own); it is dropped after a while unused.
+ * Buffers for the batched past of readout forwards made on this thread (copiedPast), kept
+ * between requests. That tensor is the prefix's key/values once per row (16 questions on a
+ * 1,000-token state of the bundled model: 134 MB); allocating it afresh for every request
+ * cost more than filling it — the pages are new each time — and left the same amount to the
+ * garbage collector. One request at a time uses the scratch (others allocate their own); it
+ * is dropped after a while unused.
  */
 export class PastScratch {
   private layers: LayerKV[] = [];
@@ -45,10 +47,61 @@ export class PastScratch {
 }
 
 /**
+ * Makes the batched past of a readout forward, `[B, H_kv, P, D]` per layer: `rows` rows that all
+ * continue `past`. ONNX Runtime cannot broadcast a past across the batch, so each row needs it.
+ */
+export type BatchedPast = (past: ReadoutPast, rows: number, shape: KVShape) => LayerKV[];
+
+/**
+ * The past copied once per row on this thread, into `scratch` when given: for a session on
+ * this thread, which reads the tensors where they are.
+ */
+export function copiedPast(scratch?: readonly LayerKV[]): BatchedPast {
+  return (past, B, shape) => {
+    const size = shape.heads * past.length * shape.headDim;
+    return past.layers.map((layer, l): LayerKV => {
+      const key = scratch?.[l]?.key.subarray(0, B * size) ?? new Float32Array(B * size);
+      const value = scratch?.[l]?.value.subarray(0, B * size) ?? new Float32Array(B * size);
+      const srcKey = layer.key.subarray(0, size);
+      const srcValue = layer.value.subarray(0, size);
+      for (let b = 0; b < B; b++) {
+        key.set(srcKey, b * size);
+        value.set(srcValue, b * size);
+      }
+      return { key, value };
+    });
+  };
+}
+
+/**
+ * The past as feeds a worker-thread session materialises itself (repeatedRowFeed): only the one
+ * row crosses to the worker, which writes the copies into a buffer it keeps, off the event loop.
+ * With the past in shared memory (sharedPast) nothing is copied on this thread at all.
+ */
+export const repeatedPast: BatchedPast = (past, B, shape) => {
+  const size = shape.heads * past.length * shape.headDim;
+  return past.layers.map((layer) => ({
+    key: repeatedRowFeed(layer.key.subarray(0, size), B),
+    value: repeatedRowFeed(layer.value.subarray(0, size), B),
+  }));
+};
+
+/** `past` copied once into SharedArrayBuffers, which the worker reads in place on every forward. */
+export function sharedPast(past: ReadoutPast, shape: KVShape): ReadoutPast {
+  const size = shape.heads * past.length * shape.headDim;
+  const shared = (data: Float32Array) => {
+    const out = new Float32Array(new SharedArrayBuffer(size * Float32Array.BYTES_PER_ELEMENT));
+    out.set(data.subarray(0, size));
+    return out;
+  };
+  return { layers: past.layers.map((layer) => ({ key: shared(layer.key), value: shared(layer.value) })), length: past.length };
+}
+
+/**
  * The inputs of a readout forward: each row in a batch row of its own, its tokens right after
  * the shared past, padded to the longest row. The same inputs as BatchBuilder.build gives for
  * these rows over a SequenceKV holding `past` (score-batch.test.ts checks it), built without
- * copying the past into a cache first and with `scratch`, when given, for the batched past.
+ * copying the past into a cache first; `batchedPast` makes the past's rows (copiedPast by default).
  */
 export function readoutInputs(
   rows: readonly { tokens: readonly number[] }[],
@@ -56,7 +109,7 @@ export function readoutInputs(
   shape: KVShape,
   blockSize: number,
   padTokenId: number,
-  scratch?: readonly LayerKV[],
+  batchedPast: BatchedPast = copiedPast(),
 ): ForwardInputs {
   const B = rows.length;
   const P = past.length;
@@ -78,18 +131,5 @@ export function readoutInputs(
       attentionMask.fill(0, base + P, base + P + Math.min(len, blockEnd - P));
     }
   });
-
-  const size = shape.heads * P * shape.headDim;
-  const pastKeyValues = past.layers.map((layer, l): LayerKV => {
-    const key = scratch?.[l]?.key.subarray(0, B * size) ?? new Float32Array(B * size);
-    const value = scratch?.[l]?.value.subarray(0, B * size) ?? new Float32Array(B * size);
-    const srcKey = layer.key.subarray(0, size);
-    const srcValue = layer.value.subarray(0, size);
-    for (let b = 0; b < B; b++) {
-      key.set(srcKey, b * size);
-      value.set(srcValue, b * size);
-    }
-    return { key, value };
-  });
-  return { batch: B, seq: S, past: P, inputIds, positionIds, attentionMask, pastKeyValues };
+  return { batch: B, seq: S, past: P, inputIds, positionIds, attentionMask, pastKeyValues: batchedPast(past, B, shape) };
 }

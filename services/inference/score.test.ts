@@ -178,7 +178,10 @@ describe("scoreSuffixes", () => {
     const before = forwards.length;
     const out = await scoreSuffixes(engine, { prefix, suffixes });
     const readouts = forwards.slice(before).filter((f) => !f.fetch.present);
-    expect(readouts).toHaveLength(1); // every question, multi-token labels included, in one forward
+    // Every question, multi-token labels included, in a few forwards of rows of similar length.
+    expect(readouts.length).toBeGreaterThan(1);
+    expect(readouts.length).toBeLessThan(suffixes.length);
+    expect(new Set(readouts.map((f) => f.past)).size).toBe(1);
     for (const [i, s] of suffixes.entries()) {
       const want = await recomputed(prefix, s.text, s.labels);
       out.results[i]!.logits.forEach((got, j) => expect(got).toBeCloseTo(want[j]!, 4));
@@ -191,7 +194,9 @@ describe("scoreSuffixes", () => {
     const suffixes = QUESTIONS.map((text) => ({ text, labels: ["<|yes|>", "<|no|>", "<|opt_0|>"] }));
     const before = forwards.length;
     const out = await scoreSuffixes(engine, { prefix, suffixes });
-    expect(forwards.slice(before).map((f) => ({ batch: f.batch, past: f.past }))).toEqual([{ batch: 3, past: 0 }]);
+    const readouts = forwards.slice(before);
+    expect(readouts.every((f) => f.past === 0 && !f.fetch.present)).toBe(true); // no prefill: nothing to reuse
+    expect(readouts.reduce((rows, f) => rows + f.batch, 0)).toBe(3);
     for (const [i, s] of suffixes.entries()) {
       const want = await recomputed(prefix, s.text, s.labels);
       out.results[i]!.logits.forEach((got, j) => expect(got).toBeCloseTo(want[j]!, 4));
@@ -209,6 +214,21 @@ describe("scoreSuffixes", () => {
       const alone = await scoreSuffixes(engine, { prefix, suffixes: [s] });
       expect(together.results[all.length - 1 - i]!.logits).toEqual(alone.results[0]!.logits);
       expect(added.results[i + 1]!.logits).toEqual(alone.results[0]!.logits);
+    }
+  });
+
+  it("gives the same bits on a worker-thread session, which writes the past's rows itself, as on this thread", async () => {
+    const prefix = PREFIX_HEAD + "The nightly export failed again after thirty minutes. ".repeat(12);
+    const suffixes = QUESTIONS.map((text, i) => ({ text, labels: i === 2 ? ["<|opt_0|>", "pay now"] : ["<|opt_0|>", "<|opt_1|>", "<|yes|>"] }));
+    const pools = await Promise.all(
+      [true, false].map((ortWorker) => loadModelPool({ models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }], slots: 1, queue: 1, intraOpThreads: 1, ortWorker })),
+    );
+    try {
+      const [onWorker, inThread] = await Promise.all(pools.map((p) => scoreSuffixes(p.engine("tiny")!, { prefix, suffixes })));
+      expect(onWorker!.prefixTokens).toBeGreaterThan(64); // a prefill, so a past to repeat
+      expect(onWorker).toEqual(inThread);
+    } finally {
+      await Promise.all(pools.map((p) => p.close()));
     }
   });
 });

@@ -2,7 +2,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { BatchBuilder } from "./decoder/batch.js";
 import { SequenceKV } from "./decoder/kv-cache.js";
 import type { ModelEngine } from "./engine.js";
-import { PastScratch, readoutInputs, type ReadoutPast } from "./score-batch.js";
+import { handOver, isWorkerSession } from "./onnx-worker-session.js";
+import { copiedPast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
+import { planReadoutForwards } from "./score-plan.js";
 import { tokenizeScorePrompts } from "./score-tokens.js";
 import { canceled } from "./slots.js";
 
@@ -52,7 +54,9 @@ const invalid = (message: string) => new ConnectError(message, Code.InvalidArgum
 /**
  * The decision readout (DESIGN.md §6). The prefix's complete blocks are computed once; then
  * each suffix is a row of its own — the prefix's tail, the suffix, one `<|mask|>` answer
- * slot — and one batched forward gives the logits of every suffix's labels at its slot.
+ * slot — and batched forwards give the logits of every suffix's labels at its slot: rows of
+ * similar length share a forward, so that short rows are not padded to the longest
+ * (planReadoutForwards; usually two to five forwards for 16 questions of 20 to 90 tokens).
  *
  * Each row holds exactly the tokens of encoding prefix + suffix in one piece (the prompt the
  * model was trained on; see tokenizeScorePrompts, which encodes the prefix only once) and
@@ -68,7 +72,7 @@ const invalid = (message: string) => new ConnectError(message, Code.InvalidArgum
  * log P(t1..tm) = Σ_k log p(t_k | prompt, t1..t(k-1), <|mask|> × (m-k+1)), reading slot k.
  * The answer span keeps its full length m, masked where not yet filled, as a block-diffusion
  * model denoises it; each (filled part, m) row is computed once and shared by the labels
- * that need it, all in the same batched forward. With any multi-token label in a suffix,
+ * that need it, in the same batched forwards. With any multi-token label in a suffix,
  * that suffix's values are log-probabilities (single-token labels included: log-softmax at
  * the one-mask slot), so they compare on one scale.
  */
@@ -136,14 +140,20 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
     }
 
     const values = input.suffixes.map((s) => new Array<number>(s.labels.length).fill(0));
-    const batches = [...chunks([...rows.values()], shared, engine)];
+    const batches = planReadoutForwards([...rows.values()], shared, (seq) => maxRows(seq, shared, engine));
+    // On a worker-thread session the worker writes the past's rows itself, from one shared copy;
+    // on this thread they are copied into the scratch kept for the engine.
+    const onWorker = isWorkerSession(engine.model.session);
     const rowFloats = kvShape.heads * shared * kvShape.headDim;
-    const scratch = scratchOf(engine);
-    const buffers = scratch.take(kvShape.layers, Math.max(...batches.map((b) => b.length)) * rowFloats);
+    const scratch = onWorker ? undefined : scratchOf(engine);
+    const buffers = scratch?.take(kvShape.layers, Math.max(...batches.map((b) => b.length)) * rowFloats);
+    const rowsPast = onWorker ? sharedPast(past, kvShape) : past;
+    const batchedPast = onWorker ? repeatedPast : copiedPast(buffers);
     try {
       for (const batch of batches) {
         if (signal?.aborted) throw canceled();
-        const inputs = readoutInputs(batch, past, kvShape, blockSize, engine.decode.padTokenId, buffers);
+        const inputs = readoutInputs(batch, rowsPast, kvShape, blockSize, engine.decode.padTokenId, batchedPast);
+        if (onWorker) [inputs.inputIds, inputs.positionIds, inputs.attentionMask].forEach((data) => handOver(data)); // built for this forward only
         const out = await runModel(engine, () => engine.runner.run(inputs, { present: false, output: "logits" }));
         engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "score" });
         const logits = out.logits!;
@@ -156,7 +166,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
         });
       }
     } finally {
-      if (buffers !== undefined) scratch.release();
+      if (buffers !== undefined) scratch?.release();
     }
 
     const results = input.suffixes.map((_, i) => ({
@@ -185,25 +195,11 @@ async function runModel<T>(engine: ModelEngine, run: () => Promise<T>): Promise<
   }
 }
 
-/** Rows grouped so that one forward stays within FORWARD_BUDGET; usually all in one. */
-function* chunks(rows: ReadoutRow[], past: number, engine: ModelEngine): Generator<ReadoutRow[]> {
+/** Most rows of `seq` tokens one readout forward may hold within FORWARD_BUDGET. */
+function maxRows(seq: number, past: number, engine: ModelEngine): number {
   const { vocabSize: V, kvShape } = engine.decode;
   const kvPerRow = 2 * kvShape.layers * kvShape.heads * kvShape.headDim * past;
-  rows.sort((a, b) => b.tokens.length - a.tokens.length);
-  let batch: ReadoutRow[] = [];
-  let seq = 0;
-  for (const row of rows) {
-    const s = Math.max(seq, row.tokens.length);
-    const n = batch.length + 1;
-    const cost = n * (s * V + s * (past + s) + kvPerRow);
-    if (batch.length > 0 && cost > FORWARD_BUDGET) {
-      yield batch;
-      batch = [];
-    }
-    seq = batch.length === 0 ? row.tokens.length : s;
-    batch.push(row);
-  }
-  if (batch.length > 0) yield batch;
+  return Math.max(1, Math.floor(FORWARD_BUDGET / (seq * V + seq * (past + seq) + kvPerRow)));
 }
 
 function logSumExp(logits: Float32Array, offset: number, vocab: number): number {
