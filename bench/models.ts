@@ -4,7 +4,8 @@
 // runs as users run it (`node dist/bin/tessera.js serve`, built first, JSON request logs to a
 // file); each server is its own process, apart from the load generator. Prints both rates,
 // their ratio (goal: >= 0.5), the latencies and each server's CPU time per request (user +
-// system, from /proc; it moves less than the rates when other work shares the machine).
+// system, then each apart, from /proc; it moves less than the rates when other work shares
+// the machine).
 //   npm run bench -- models   (or: npx tsx bench/models.ts)   [BENCH_DURATION=10] [BENCH_CONNECTIONS=50]
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -95,38 +96,45 @@ async function startBare(body: string) {
   return { child, url: (JSON.parse(line) as { url: string }).url };
 }
 
-/** CPU seconds (user + system) a process has used so far; NaN where /proc cannot tell. */
-function cpuSeconds(pid: number | undefined): number {
+/** CPU seconds a process has used so far, in user space and in the kernel; NaN where /proc cannot tell. */
+function cpuSeconds(pid: number | undefined): { user: number; system: number } {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks (USER_HZ = 100)
+    return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 }; // clock ticks (USER_HZ = 100)
   } catch {
-    return NaN;
+    return { user: NaN, system: NaN };
   }
 }
 
 interface Round {
   result: Result;
-  /** CPU seconds the server used during the round. */
-  cpu: number;
+  /** CPU seconds the server used during the round, in user space and in the kernel. */
+  user: number;
+  system: number;
 }
 
 async function load(child: ChildProcess, url: string, headers: Record<string, string>, duration: number): Promise<Round> {
   const before = cpuSeconds(child.pid);
   const result = await autocannon({ url, connections: CONNECTIONS, duration, headers });
-  return { result, cpu: cpuSeconds(child.pid) - before };
+  const after = cpuSeconds(child.pid);
+  return { result, user: after.user - before.user, system: after.system - before.system };
 }
 
 /** Rounds added up: the rate over all of them; the worst round's p50 and p99; CPU per request. */
 function summary(name: string, rounds: Round[]) {
   const sum = (f: (r: Result) => number) => rounds.reduce((total, r) => total + f(r.result), 0);
   const total = sum((r) => r.requests.total);
+  const perRequest = (seconds: number) => Math.round((seconds / total) * 1e7) / 10;
+  const user = rounds.reduce((t, r) => t + r.user, 0);
+  const system = rounds.reduce((t, r) => t + r.system, 0);
   return {
     name,
     requestsPerSecond: Math.round(total / sum((r) => r.duration)),
     latencyP50Ms: Math.max(...rounds.map((r) => r.result.latency.p50)),
     latencyP99Ms: Math.max(...rounds.map((r) => r.result.latency.p99)),
-    cpuUsPerRequest: Math.round((rounds.reduce((t, r) => t + r.cpu, 0) / total) * 1e7) / 10,
+    cpuUsPerRequest: perRequest(user + system),
+    userUs: perRequest(user),
+    kernelUs: perRequest(system),
     total,
     non2xx: sum((r) => r.non2xx),
     errors: sum((r) => r.errors + r.timeouts),

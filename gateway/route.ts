@@ -23,6 +23,11 @@ export interface SettleUsage {
 export interface RequestContext {
   readonly requestId: string;
   readonly req: IncomingMessage;
+  /**
+   * For handlers that write the response themselves (SSE). The gateway's own headers (request
+   * id, rate limit) are set on it when a handler first takes it; a handler that returns a
+   * JsonReply never needs it.
+   */
   readonly res: ServerResponse;
   /** Aborted when the client disconnects before the answer is complete. Pass it to every call. */
   readonly signal: AbortSignal;
@@ -49,6 +54,11 @@ export interface JsonReply {
   body: unknown;
   /** The body already serialized (sent as is instead of `body`), for answers a route reuses. */
   json?: string;
+  /**
+   * The body already serialized and encoded as UTF-8, sent as is (before `json` and `body`):
+   * for an answer reused many times, nothing is left to do per request.
+   */
+  bytes?: Buffer;
   headers?: Record<string, string>;
 }
 

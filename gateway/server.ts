@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomFillSync } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { create } from "@bufbuild/protobuf";
@@ -7,12 +7,14 @@ import {
   AccountingService,
   UsageKind,
   UsageSchema,
+  type AdmitRequest,
   type AdmitResponse,
   type Principal,
 } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import type { Logger } from "../lib/logger.js";
-import type { Metrics } from "../lib/metrics.js";
+import type { CounterChild, HistogramChild, Metrics } from "../lib/metrics.js";
 import { ClientGone, MAX_BODY_BYTES, checkBodyHeaders, parseJson, readBody } from "./body.js";
+import { DeadlineQueue } from "./deadlines.js";
 import { HttpError, errorBody, toHttpError, type ErrorStyle } from "./errors.js";
 import { createPrincipalCache, type PrincipalCache } from "./principal-cache.js";
 import type { JsonReply, RequestContext, RequestLogFields, Route, SettleUsage } from "./route.js";
@@ -53,13 +55,26 @@ export class DeadlineExpired extends Error {
 }
 
 export const REQUEST_ID_HEADER = "x-service-request-id";
+const RATE_REMAINING_HEADER = "x-ratelimit-remaining-requests";
+const RATE_RESET_HEADER = "x-ratelimit-reset-requests";
 
 /** After an oversized body is refused, how much more of it is read and thrown away before the connection is cut. */
 const DISCARD_BYTES = 16 * 1024 * 1024;
 const DISCARD_MS = 2_000;
 
+/** Random bytes for request ids, drawn 256 ids at a time (a draw per id costs more than the rest of the id). */
+const idBytes = Buffer.allocUnsafeSlow(4096);
+let idOffset = idBytes.length;
+
+/** `req_` and 128 random bits in hex. */
 export function newRequestId(): string {
-  return `req_${randomUUID().replaceAll("-", "")}`;
+  if (idOffset === idBytes.length) {
+    randomFillSync(idBytes);
+    idOffset = 0;
+  }
+  const id = `req_${idBytes.toString("hex", idOffset, idOffset + 16)}`;
+  idOffset += 16;
+  return id;
 }
 
 /** Error style of a path no route claims: chat paths answer like OpenAI, the rest like System One. */
@@ -68,6 +83,7 @@ function styleOfPath(path: string): ErrorStyle {
 }
 
 const BEARER = /^\s*Bearer\s+(\S+)\s*$/i;
+const NO_SPACE = /^\S+$/;
 
 const KEY_IN_PATH = /tsr_[^/?#]*/g;
 
@@ -79,6 +95,11 @@ function loggedPath(path: string): string {
 /** The Bearer secret, or undefined when no key was sent. */
 export function bearerKey(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
+  // The usual form, exactly `Bearer <key>`, without the general expression's match.
+  if (header.startsWith("Bearer ")) {
+    const key = header.slice(7);
+    if (NO_SPACE.test(key)) return key;
+  }
   return BEARER.exec(header)?.[1];
 }
 
@@ -97,35 +118,102 @@ function usageOf(usage: SettleUsage) {
   });
 }
 
+/** `x-ratelimit-reset-requests` values of a one-minute window, made once. */
+const RESET_TEXTS = Array.from({ length: 61 }, (_, seconds) => `${seconds}s`);
+const resetText = (seconds: number) => RESET_TEXTS[seconds] ?? `${seconds}s`;
+
+function setRateHeaders(res: ServerResponse, admitted: AdmitResponse): void {
+  res.setHeader(RATE_REMAINING_HEADER, String(admitted.remainingRequests));
+  res.setHeader(RATE_RESET_HEADER, resetText(admitted.resetSeconds));
+}
+
+/** The request's metrics, bound once per (method, route, status). */
+interface Series {
+  requests: CounterChild;
+  duration: HistogramChild;
+}
+
+/** A route as the table holds it, per method (GET and HEAD apart: the method is a metric label). */
+interface RouteEntry {
+  route: Route;
+  /** The route's metric series by status. */
+  series: Map<number, Series>;
+}
+
 /**
  * One request's state and what its handler may do (RequestContext). A class rather than an
  * object literal: one is made per request.
+ *
+ * The response headers the gateway adds (the request id, the rate limit's) are held back
+ * and written with the status line in one `writeHead` when the gateway sends the answer
+ * itself (cheaper than one `setHeader` each). A handler that writes the response itself
+ * reaches it through `res`, which sets them first.
  */
 class HttpRequestContext implements RequestContext {
-  readonly log: RequestLogFields = {};
   body: unknown = undefined;
   principal: Principal | undefined = undefined;
   routeName = "unmatched";
+  route: Route | undefined = undefined;
+  /** Metric series of the matched route by status. */
+  series: Map<number, Series> | undefined = undefined;
+  level: "info" | "debug" = "info";
   /** An admission that reserved quota is always settled, with zero usage if the handler did not. */
   pendingSettle: UsageKind | undefined = undefined;
   /** The client went away before the answer was complete. */
   gone = false;
   /** The gateway has answered on the handler's behalf (deadline): whatever it does later is dropped. */
   answered = false;
-  /** The deadline's timer, set once the request has been received. */
-  deadline: NodeJS.Timeout | undefined = undefined;
+  /** When the deadline passes (performance.now() time); 0 until the request has been received. */
+  deadlineAt = 0;
   /** Set when the gateway answered before the handler finished; called when it has. */
   served: (() => void) | undefined = undefined;
+  /** The last admission's answer, for the rate-limit headers. */
+  private admitted: AdmitResponse | undefined = undefined;
+  /** Whether the held-back headers have been set on the response (a handler asked for it). */
+  private exposed = false;
+  private logFields: RequestLogFields | undefined = undefined;
   private controller: AbortController | undefined = undefined;
   private abortReason: Error | undefined = undefined;
 
   constructor(
     readonly requestId: string,
     readonly req: IncomingMessage,
-    readonly res: ServerResponse,
+    /** The response, without setting the held-back headers (the gateway's own use). */
+    readonly response: ServerResponse,
     readonly logger: Logger,
     private readonly accounting: AccountingGate,
+    readonly started: number,
+    readonly method: string,
+    readonly path: string,
+    private readonly whenClosed: (ctx: HttpRequestContext) => void,
   ) {}
+
+  /** The response's `close` listener. */
+  readonly onClose = (): void => this.whenClosed(this);
+
+  get res(): ServerResponse {
+    if (!this.exposed) this.exposeHeaders();
+    return this.response;
+  }
+
+  /** Sets the held-back headers on the response, for whoever writes it from here on. */
+  exposeHeaders(): void {
+    this.exposed = true;
+    const res = this.response;
+    if (res.headersSent) return;
+    res.setHeader(REQUEST_ID_HEADER, this.requestId);
+    if (this.admitted !== undefined) setRateHeaders(res, this.admitted);
+  }
+
+  /** Made on first use: most handlers add nothing to their line. */
+  get log(): RequestLogFields {
+    return (this.logFields ??= {});
+  }
+
+  /** What handlers added to the log line, if anything. */
+  get addedLogFields(): RequestLogFields | undefined {
+    return this.logFields;
+  }
 
   /** Made on first use: most requests never need one (in-process calls are too short for a disconnect to matter). */
   get signal(): AbortSignal {
@@ -148,17 +236,18 @@ class HttpRequestContext implements RequestContext {
 
   async admit(kind: UsageKind, reserveTokens: number): Promise<AdmitResponse> {
     if (this.principal === undefined) throw new Error("admit before authentication");
-    const admitted = await this.accounting.admit({
+    // The message itself rather than an object for the client to pass through `create`.
+    const request: AdmitRequest = {
+      $typeName: "tessera.accounting.v1.AdmitRequest",
       keyId: this.principal.keyId,
       requestId: this.requestId,
       kind,
-      reserveTokens: BigInt(Math.max(0, Math.ceil(reserveTokens))),
-    });
+      reserveTokens: reserveTokens > 0 ? BigInt(Math.ceil(reserveTokens)) : 0n,
+    };
+    const admitted = await this.accounting.admit(request);
     if (kind !== UsageKind.UNSPECIFIED) this.pendingSettle = kind;
-    if (!this.res.headersSent) {
-      this.res.setHeader("x-ratelimit-remaining-requests", String(admitted.remainingRequests));
-      this.res.setHeader("x-ratelimit-reset-requests", `${admitted.resetSeconds}s`);
-    }
+    if (!this.exposed) this.admitted = admitted;
+    else if (!this.response.headersSent) setRateHeaders(this.response, admitted);
     return admitted;
   }
 
@@ -171,29 +260,51 @@ class HttpRequestContext implements RequestContext {
     // Never tied to the client's signal: what was used is charged even if the client left.
     await this.accounting.settle({ keyId: this.principal.keyId, requestId: this.requestId, kind, usage: usageOf(usage) });
   }
+
+  /** Sends a whole JSON answer: the status line and every header in one `writeHead`, then the body (text or UTF-8 bytes). */
+  send(status: number, body: string | Buffer, headers?: Record<string, string>): void {
+    const admitted = this.admitted;
+    const head: string[] = this.exposed
+      ? []
+      : admitted === undefined
+        ? [REQUEST_ID_HEADER, this.requestId]
+        : [REQUEST_ID_HEADER, this.requestId, RATE_REMAINING_HEADER, String(admitted.remainingRequests), RATE_RESET_HEADER, resetText(admitted.resetSeconds)];
+    if (headers !== undefined) {
+      for (const name in headers) {
+        const lower = name.toLowerCase();
+        if (lower !== "content-type" && lower !== "content-length") head.push(name, headers[name]!);
+      }
+    }
+    head.push("content-type", "application/json", "content-length", String(typeof body === "string" ? Buffer.byteLength(body) : body.length));
+    this.response.writeHead(status, head);
+    this.response.end(body);
+  }
 }
 
 /**
  * The request handler of the public HTTP port: request ids, routing (404/405), auth and
  * admission through accounting, body limits, error shapes, the per-request log line and
  * HTTP metrics. Routes are small modules (gateway/routes) listed in one table.
+ *
+ * This runs for every request, so it keeps to one async function per request (`serve`, and
+ * `admit` where the route is admitted), one plain `close` listener, one `writeHead` with every
+ * header, one timer for every deadline, and metric children bound once per route and status.
  */
 export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
   const { accounting, logger, metrics } = deps;
   const maxBody = deps.maxBodyBytes ?? MAX_BODY_BYTES;
   const maxUrl = deps.maxUrlBytes ?? DEFAULT_MAX_URL_BYTES;
   const deadlineMs = deps.deadlineMs ?? DEFAULT_DEADLINE_MS;
-  const table = new Map<string, Map<string, Route>>();
+  const table = new Map<string, Map<string, RouteEntry>>();
   for (const route of deps.routes) {
     let methods = table.get(route.path);
     if (methods === undefined) table.set(route.path, (methods = new Map()));
     if (methods.has(route.method)) throw new Error(`two routes for ${route.method} ${route.path}`);
-    methods.set(route.method, route);
-    if (route.method === "GET") methods.set("HEAD", route);
+    methods.set(route.method, { route, series: new Map() });
+    if (route.method === "GET") methods.set("HEAD", { route, series: new Map() });
   }
 
   // Bound metric children per (method, route, status): label lookups cost more than the observation.
-  type Series = { requests: ReturnType<Metrics["httpRequests"]["labels"]>; duration: ReturnType<Metrics["httpDuration"]["labels"]> };
   const series = new Map<string, Series>();
   const seriesOf = (method: string, route: string, status: number): Series => {
     const key = `${method} ${route} ${status}`;
@@ -205,43 +316,49 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
     }
     return found;
   };
+  const seriesOfRequest = (ctx: HttpRequestContext, status: number): Series => {
+    const byStatus = ctx.series;
+    if (byStatus === undefined) return seriesOf(ctx.method, ctx.routeName, status);
+    let found = byStatus.get(status);
+    if (found === undefined) {
+      found = seriesOf(ctx.method, ctx.routeName, status);
+      if (byStatus.size < 100) byStatus.set(status, found);
+    }
+    return found;
+  };
 
   const principals: PrincipalCache = createPrincipalCache();
   /** Handlers still running after the gateway answered for them (deadline); shutdown waits for them (flush). */
   const late = new Set<Promise<void>>();
+  const deadlines =
+    deadlineMs > 0
+      ? new DeadlineQueue<HttpRequestContext>(
+          deadlineMs,
+          (ctx) => expire(ctx),
+          (err) => logger.error({ err }, "answering a request past its deadline failed"),
+        )
+      : undefined;
 
-  /** Auth, admission and body, in that order; then the route's handler. */
-  async function run(route: Route, ctx: HttpRequestContext): Promise<JsonReply | undefined> {
-    if (route.auth === "key") {
-      const apiKey = bearerKey(ctx.req.headers.authorization);
-      if (apiKey === undefined) {
-        throw new HttpError(403, "authentication_error", "no API key sent; send the header Authorization: Bearer <key>", {
-          code: "missing_api_key",
-        });
-      }
-      if (route.admit !== undefined) {
-        // Admit follows at once and checks the key and its account again: the cache is safe here.
-        ctx.principal = principals.get(apiKey) ?? (await authenticate(apiKey));
-        try {
-          await ctx.admit(route.admit.kind, route.admit.reserveTokens);
-        } catch (err) {
-          if (err instanceof ConnectError && (err.code === Code.Unauthenticated || err.code === Code.PermissionDenied)) {
-            principals.delete(apiKey);
-          }
-          throw err;
-        }
-      } else {
-        ctx.principal = await authenticate(apiKey);
-      }
-    }
-    if (route.body === "json") {
-      const refused = checkBodyHeaders(ctx.req, maxBody);
-      if (refused !== undefined) throw refused;
-      ctx.body = parseJson(await readBody(ctx.req, maxBody));
-    }
-    // Receiving the request is bounded by the body timeout; from here on, by the deadline.
-    if (deadlineMs > 0) ctx.deadline = setTimeout(expire, deadlineMs, route, ctx);
-    return route.handle(ctx);
+  /** When the response closes: metrics and the request's log line. */
+  function closed(ctx: HttpRequestContext): void {
+    const res = ctx.response;
+    const finished = res.writableFinished;
+    if (!finished) ctx.clientGone();
+    const status = finished ? res.statusCode : 499;
+    const seconds = (performance.now() - ctx.started) / 1000;
+    const { requests, duration } = seriesOfRequest(ctx, status);
+    requests.inc();
+    duration.observe(seconds);
+    const connectKeyId = ctx.routeName === "connect" ? deps.connect?.takeKeyId?.(ctx.requestId) : undefined;
+    if (!logger.isLevelEnabled(ctx.level)) return;
+    const keyId = ctx.principal?.keyId ?? connectKeyId;
+    const latencyMs = Math.round(seconds * 1e5) / 100;
+    const line: RequestLogFields =
+      ctx.routeName === "unmatched"
+        ? { reqId: ctx.requestId, keyId, method: ctx.method, route: ctx.routeName, path: loggedPath(ctx.path), status, latencyMs }
+        : { reqId: ctx.requestId, keyId, method: ctx.method, route: ctx.routeName, status, latencyMs };
+    const added = ctx.addedLogFields;
+    logger[ctx.level](added === undefined ? line : Object.assign(line, added), "request");
   }
 
   async function authenticate(apiKey: string): Promise<Principal | undefined> {
@@ -250,8 +367,8 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
     return principal;
   }
 
-  function fail(route: Route, ctx: HttpRequestContext, err: unknown): void {
-    const { res } = ctx;
+  function fail(ctx: HttpRequestContext, err: unknown): void {
+    const res = ctx.response;
     if (ctx.answered) return;
     if (err instanceof ClientGone || ctx.gone) {
       if (!res.writableEnded) res.destroy();
@@ -266,13 +383,13 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
       res.end();
       return;
     }
-    replyError(res, route.errorStyle, httpError);
+    replyError(ctx, ctx.route?.errorStyle ?? styleOfPath(ctx.path), httpError);
     discardBody(ctx.req, res);
   }
 
   /** The deadline passed before the answer started: answer 504 now and cancel the handler's work. */
-  function expire(route: Route, ctx: HttpRequestContext): void {
-    const { res } = ctx;
+  function expire(ctx: HttpRequestContext): void {
+    const res = ctx.response;
     if (res.headersSent || res.writableEnded || ctx.gone) return;
     ctx.answered = true;
     ctx.log["deadlineExpired"] = true;
@@ -282,97 +399,98 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
     void served.then(() => late.delete(served));
     const expired = new DeadlineExpired(deadlineMs);
     ctx.abort(expired);
-    replyError(res, route.errorStyle, new HttpError(504, "api_error", expired.message, { code: "timeout" }));
+    replyError(ctx, ctx.route!.errorStyle, new HttpError(504, "api_error", expired.message, { code: "timeout" }));
     discardBody(ctx.req, res);
   }
 
+  /**
+   * A routed request from start to end: auth, admission and body, in that order; the
+   * route's handler under the deadline; settlement of what was reserved; the answer.
+   */
   async function serve(route: Route, ctx: HttpRequestContext): Promise<void> {
+    let reply: JsonReply | undefined;
+    let failure: { err: unknown } | undefined;
     try {
-      await answer(route, ctx);
+      if (route.auth === "key") {
+        const apiKey = bearerKey(ctx.req.headers.authorization);
+        if (apiKey === undefined) {
+          throw new HttpError(403, "authentication_error", "no API key sent; send the header Authorization: Bearer <key>", {
+            code: "missing_api_key",
+          });
+        }
+        if (route.admit !== undefined) {
+          // Admit follows at once and checks the key and its account again: the cache is safe here.
+          ctx.principal = principals.get(apiKey) ?? (await authenticate(apiKey));
+          try {
+            await ctx.admit(route.admit.kind, route.admit.reserveTokens);
+          } catch (err) {
+            if (err instanceof ConnectError && (err.code === Code.Unauthenticated || err.code === Code.PermissionDenied)) {
+              principals.delete(apiKey);
+            }
+            throw err;
+          }
+        } else {
+          ctx.principal = await authenticate(apiKey);
+        }
+      }
+      if (route.body === "json") {
+        const refused = checkBodyHeaders(ctx.req, maxBody);
+        if (refused !== undefined) throw refused;
+        ctx.body = parseJson(await readBody(ctx.req, maxBody));
+      }
+      // Receiving the request is bounded by the body timeout; from here on, by the deadline.
+      deadlines?.add(ctx);
+      reply = await route.handle(ctx);
+    } catch (err) {
+      failure = { err };
+    }
+    try {
+      deadlines?.delete(ctx);
+      // An admission that reserved quota is settled (with zero usage if the handler did not)
+      // before the answer goes out: a shutdown waits for answers, so the store is still open.
+      if (ctx.pendingSettle !== undefined) {
+        await ctx.settle(ctx.pendingSettle, {}).catch((err: unknown) => logger.error({ reqId: ctx.requestId, err }, "settling failed"));
+      }
+      if (failure !== undefined) {
+        fail(ctx, failure.err);
+        return;
+      }
+      const res = ctx.response;
+      if (ctx.answered) return;
+      if (reply === undefined || res.headersSent) {
+        if (!res.writableEnded) res.end();
+        return;
+      }
+      try {
+        ctx.send(reply.status ?? 200, reply.bytes ?? reply.json ?? JSON.stringify(reply.body), reply.headers);
+      } catch (err) {
+        // A body JSON cannot express (a BigInt, a cycle) is a bug of the route: 500.
+        fail(ctx, err);
+        return;
+      }
+      discardBody(ctx.req, res);
     } finally {
       ctx.served?.();
     }
   }
 
-  async function answer(route: Route, ctx: HttpRequestContext): Promise<void> {
-    let reply: JsonReply | undefined;
-    let failure: { err: unknown } | undefined;
-    try {
-      reply = await run(route, ctx);
-    } catch (err) {
-      failure = { err };
-    }
-    clearTimeout(ctx.deadline);
-    // An admission that reserved quota is settled (with zero usage if the handler did not)
-    // before the answer goes out: a shutdown waits for answers, so the store is still open.
-    if (ctx.pendingSettle !== undefined) {
-      await ctx.settle(ctx.pendingSettle, {}).catch((err: unknown) => logger.error({ reqId: ctx.requestId, err }, "settling failed"));
-    }
-    if (failure !== undefined) {
-      fail(route, ctx, failure.err);
-      return;
-    }
-    const { res } = ctx;
-    if (ctx.answered) return;
-    if (reply === undefined || res.headersSent) {
-      if (!res.writableEnded) res.end();
-      return;
-    }
-    try {
-      sendJson(res, reply.status ?? 200, reply.body, reply.headers, reply.json);
-    } catch (err) {
-      // A body JSON cannot express (a BigInt, a cycle) is a bug of the route: 500.
-      fail(route, ctx, err);
-      return;
-    }
-    discardBody(ctx.req, res);
-  }
-
   const handle: NodeHandler = (req, res) => {
     const started = performance.now();
-    const requestId = newRequestId();
-    res.setHeader(REQUEST_ID_HEADER, requestId);
     const url = req.url ?? "/";
     const query = url.indexOf("?");
     const path = query < 0 ? url : url.slice(0, query);
-    const method = req.method ?? "GET";
-    const ctx = new HttpRequestContext(requestId, req, res, logger, accounting);
-    let level: "info" | "debug" = "info";
-
-    res.once("close", () => {
-      const finished = res.writableFinished;
-      if (!finished) ctx.clientGone();
-      const status = finished ? res.statusCode : 499;
-      const seconds = (performance.now() - started) / 1000;
-      const { requests, duration } = seriesOf(method, ctx.routeName, status);
-      requests.inc();
-      duration.observe(seconds);
-      const connectKeyId = ctx.routeName === "connect" ? deps.connect?.takeKeyId?.(requestId) : undefined;
-      if (!logger.isLevelEnabled(level)) return;
-      logger[level](
-        {
-          reqId: requestId,
-          keyId: ctx.principal?.keyId ?? connectKeyId,
-          method,
-          route: ctx.routeName,
-          path: ctx.routeName === "unmatched" ? loggedPath(path) : undefined,
-          status,
-          latencyMs: Math.round(seconds * 1e5) / 100,
-          ...ctx.log,
-        },
-        "request",
-      );
-    });
+    const ctx = new HttpRequestContext(newRequestId(), req, res, logger, accounting, started, req.method ?? "GET", path, closed);
+    res.on("close", ctx.onClose);
 
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
       // What node:http would answer itself (requireHostHeader), but in the JSON shape with a request id.
-      replyError(res, styleOfPath(path), new HttpError(400, "invalid_request_error", "an HTTP/1.1 request must carry a Host header", { code: "missing_host" }));
+      replyError(ctx, styleOfPath(path), new HttpError(400, "invalid_request_error", "an HTTP/1.1 request must carry a Host header", { code: "missing_host" }));
       discardBody(req, res);
       return;
     }
     if (url.length > maxUrl) {
       replyError(
-        res,
+        ctx,
         styleOfPath(path),
         new HttpError(414, "invalid_request_error", `the request target (path and query) is longer than ${maxUrl} bytes`, { code: "uri_too_long" }),
       );
@@ -383,28 +501,32 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
     if (deps.connect !== undefined && path.startsWith("/tessera.")) {
       ctx.routeName = "connect";
       ctx.log["rpc"] = loggedPath(path.slice(1));
+      ctx.exposeHeaders();
       deps.connect(req, res);
       return;
     }
 
     const methods = table.get(path);
-    const route = methods?.get(method);
-    if (route === undefined) {
-      const style = methods === undefined ? styleOfPath(path) : [...methods.values()][0]!.errorStyle;
+    const entry = methods?.get(ctx.method);
+    if (entry === undefined) {
+      const style = methods === undefined ? styleOfPath(path) : [...methods.values()][0]!.route.errorStyle;
       const err =
         methods === undefined
-          ? new HttpError(404, "not_found_error", `no route ${method} ${path.slice(0, 200)}`, { code: "not_found" })
-          : new HttpError(405, "invalid_request_error", `method ${method} is not allowed on ${path}`, {
+          ? new HttpError(404, "not_found_error", `no route ${ctx.method} ${path.slice(0, 200)}`, { code: "not_found" })
+          : new HttpError(405, "invalid_request_error", `method ${ctx.method} is not allowed on ${path}`, {
               code: "method_not_allowed",
               headers: { allow: [...new Set(methods.keys())].join(", ") },
             });
       if (methods !== undefined) ctx.routeName = path;
-      replyError(res, style, err);
+      replyError(ctx, style, err);
       discardBody(req, res);
       return;
     }
+    const route = entry.route;
+    ctx.route = route;
     ctx.routeName = route.path;
-    level = route.logLevel ?? "info";
+    ctx.series = entry.series;
+    ctx.level = route.logLevel ?? "info";
     void serve(route, ctx);
   };
   return Object.assign(handle, {
@@ -421,9 +543,9 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
  */
 export type GatewayHandler = NodeHandler & { flush(): Promise<void> };
 
-function replyError(res: ServerResponse, style: ErrorStyle, err: HttpError): void {
+function replyError(ctx: HttpRequestContext, style: ErrorStyle, err: HttpError): void {
   const { status, body } = errorBody(style, err);
-  sendJson(res, status, body, err.options.headers);
+  ctx.send(status, JSON.stringify(body), err.options.headers);
 }
 
 /**
@@ -563,7 +685,8 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
   server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
     res.setHeader(REQUEST_ID_HEADER, newRequestId());
     res.shouldKeepAlive = false;
-    replyError(res, "detail", new HttpError(417, "invalid_request_error", "only Expect: 100-continue is supported", { code: "expectation_failed" }));
+    const { status, body } = errorBody("detail", new HttpError(417, "invalid_request_error", "only Expect: 100-continue is supported", { code: "expectation_failed" }));
+    sendJson(res, status, body);
   });
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
     const length = Number(req.headers["content-length"] ?? 0);

@@ -69,6 +69,34 @@ describe("createInProcessTransport", () => {
     expect(bug.rawMessage).toBe("boom");
   });
 
+  it("answers the same whether the implementation answers at once or later", async () => {
+    let calls = 0;
+    const transport = createInProcessTransport((services) =>
+      services.service(RegistryService, {
+        resolveModel(req) {
+          calls++;
+          if (req.model === "later") return Promise.resolve({ model: { id: "later" } });
+          if (req.model === "later-bug") return Promise.reject(new TypeError("late boom"));
+          if (req.model === "later-busy") return Promise.reject(new ConnectError("full", Code.ResourceExhausted));
+          return { model: { id: req.model } };
+        },
+      }),
+    );
+    const registry = createClient(RegistryService, transport);
+    const now = await registry.resolveModel({ model: "now" });
+    const later = await registry.resolveModel({ model: "later" });
+    expect(now.model).toMatchObject({ $typeName: "tessera.registry.v1.ModelEntry", id: "now" });
+    expect(later.model).toMatchObject({ $typeName: "tessera.registry.v1.ModelEntry", id: "later" });
+    const bug = await errorOf(registry.resolveModel({ model: "later-bug" }));
+    expect([bug.code, bug.rawMessage]).toEqual([Code.Unknown, "late boom"]);
+    expect((await errorOf(registry.resolveModel({ model: "later-busy" }))).code).toBe(Code.ResourceExhausted);
+    // A caller's signal already aborted never reaches the implementation.
+    const aborted = new AbortController();
+    aborted.abort();
+    expect((await errorOf(registry.resolveModel({ model: "never" }, { signal: aborted.signal }))).code).toBe(Code.Canceled);
+    expect(calls).toBe(4);
+  });
+
   it("answers Unimplemented for a method nobody registered", async () => {
     const { inference } = setup();
     expect((await errorOf(inference.countTokens({}))).code).toBe(Code.Unimplemented);

@@ -135,6 +135,33 @@ class CallSignal {
   }
 }
 
+/** A call with neither a signal nor a deadline (most calls between services) needs no state of its own. */
+const UNBOUNDED_CALL = new CallSignal(undefined, undefined);
+
+function callSignal(signal: AbortSignal | undefined, timeoutMs: number | undefined): CallSignal {
+  return signal === undefined && (timeoutMs === undefined || timeoutMs <= 0) ? UNBOUNDED_CALL : new CallSignal(signal, timeoutMs);
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return value instanceof Promise || (typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function");
+}
+
+/** A unary call's response once the handler has answered; ends the call (its deadline timer). */
+function unaryResponse<I extends DescMessage, O extends DescMessage>(
+  method: DescMethod & { input: I; output: O },
+  output: unknown,
+  context: InProcessContext,
+  call: CallSignal,
+): UnaryResponse<I, O> {
+  try {
+    return new InProcessUnaryResponse(method, messageOf(method.output, output) as MessageShape<O>, context) as unknown as UnaryResponse<I, O>;
+  } catch (err) {
+    throw call.error(err);
+  } finally {
+    call.cleanup();
+  }
+}
+
 function messageOf(schema: DescMessage, value: unknown): unknown {
   return isMessage(value, schema) ? value : create(schema, value as never);
 }
@@ -173,7 +200,9 @@ export function createInProcessTransport(register: (services: InProcessServices)
   }
 
   return {
-    async unary<I extends DescMessage, O extends DescMessage>(
+    // Not async: a handler that answers at once (without awaiting) is answered without a
+    // trip through the microtask queue, and one that awaits costs one `then`.
+    unary<I extends DescMessage, O extends DescMessage>(
       method: DescMethod & { input: I; output: O },
       signal: AbortSignal | undefined,
       timeoutMs: number | undefined,
@@ -181,17 +210,25 @@ export function createInProcessTransport(register: (services: InProcessServices)
       input: unknown,
       contextValues?: ContextValues,
     ): Promise<UnaryResponse<I, O>> {
-      const fn = lookup(method);
-      const call = new CallSignal(signal, timeoutMs);
+      let call: CallSignal | undefined;
       try {
+        const fn = lookup(method);
+        call = callSignal(signal, timeoutMs);
         call.signal.throwIfAborted();
         const context = new InProcessContext(method, call.signal, call.deadline, header, contextValues);
-        const output = await call.race(fn(messageOf(method.input, input), context));
-        return new InProcessUnaryResponse(method, messageOf(method.output, output) as MessageShape<O>, context) as unknown as UnaryResponse<I, O>;
+        const output = call.race(fn(messageOf(method.input, input), context));
+        if (!isPromiseLike(output)) return Promise.resolve(unaryResponse<I, O>(method, output, context, call));
+        const running = call;
+        return Promise.resolve(output).then(
+          (value) => unaryResponse<I, O>(method, value, context, running),
+          (err: unknown) => {
+            running.cleanup();
+            throw running.error(err);
+          },
+        );
       } catch (err) {
-        throw call.error(err);
-      } finally {
-        call.cleanup();
+        call?.cleanup();
+        return Promise.reject(call === undefined ? ConnectError.from(err) : call.error(err));
       }
     },
 

@@ -79,10 +79,15 @@ let stdout: TurnBatchedDestination | undefined;
  * Standard output, shared by every logger of the process: batched per turn (above) into
  * pino's synchronous sonic-boom destination, which rides out partial writes and EAGAIN and
  * goes quiet on a closed pipe. What is pending when the process exits is written then.
+ *
+ * The turn's text is encoded once and handed over as bytes: given text, sonic-boom measures
+ * it, writes it, then encodes it a second time to cut off what was written.
  */
 function stdoutDestination(): TurnBatchedDestination {
   if (stdout === undefined) {
-    const destination = new TurnBatchedDestination(pino.destination({ dest: 1, sync: true }));
+    const boom = pino.destination({ dest: 1, sync: true, contentMode: "buffer" });
+    // In buffer mode sonic-boom takes bytes (its types only say string).
+    const destination = new TurnBatchedDestination({ write: (text) => boom.write(Buffer.from(text) as unknown as string) });
     process.once("exit", () => destination.flush());
     stdout = destination;
   }

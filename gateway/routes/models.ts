@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { ListModelsRequestSchema, ModelKind, type ModelEntry, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
-import type { Route } from "../route.js";
+import type { JsonReply, Route } from "../route.js";
 
 export interface ModelsRouteDeps {
   registry: Pick<Client<typeof RegistryService>, "listModels">;
@@ -38,21 +38,23 @@ export function modelsListingJson(entries: readonly ModelEntry[]) {
  * turn of the event loop, not once per request: requests handled in the same turn get the
  * same answer, as if they had arrived together. The serialized listing is reused while the
  * registry answers with the very same entries (it does, in-process, until the set of live
- * models changes).
+ * models changes), and so are its bytes.
  */
 export function modelsRoute({ registry }: ModelsRouteDeps): Route {
-  let last: { entries: readonly ModelEntry[]; json: string } | undefined;
-  let thisTurn: Promise<string> | undefined;
+  let last: { entries: readonly ModelEntry[]; reply: JsonReply } | undefined;
+  let thisTurn: Promise<JsonReply> | undefined;
+  const endTurn = () => (thisTurn = undefined);
   // Made once: a message passed to a client is used as it is, an object literal is copied into a new one.
   const everyKind = create(ListModelsRequestSchema, { kind: ModelKind.UNSPECIFIED });
   const sameEntries = (a: readonly ModelEntry[], b: readonly ModelEntry[]) =>
     a.length === b.length && a.every((entry, i) => entry === b[i]);
-  const listing = async (): Promise<string> => {
+  const listing = async (): Promise<JsonReply> => {
     const { models } = await registry.listModels(everyKind);
     if (last === undefined || !sameEntries(last.entries, models)) {
-      last = { entries: [...models], json: JSON.stringify(modelsListingJson(models)) };
+      const json = JSON.stringify(modelsListingJson(models));
+      last = { entries: [...models], reply: { body: undefined, json, bytes: Buffer.from(json) } };
     }
-    return last.json;
+    return last.reply;
   };
   return {
     method: "GET",
@@ -61,12 +63,13 @@ export function modelsRoute({ registry }: ModelsRouteDeps): Route {
     auth: "key",
     admit: { kind: UsageKind.UNSPECIFIED, reserveTokens: 0 },
     body: "none",
-    async handle() {
+    // The same reply (never changed by the gateway) for every request of the turn.
+    handle() {
       if (thisTurn === undefined) {
         thisTurn = listing();
-        setImmediate(() => (thisTurn = undefined));
+        setImmediate(endTurn);
       }
-      return { body: undefined, json: await thisTurn };
+      return thisTurn;
     },
   };
 }

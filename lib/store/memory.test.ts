@@ -88,6 +88,45 @@ describe("updateNow (memory buckets)", () => {
     expect(b.updateNow("missing", () => undefined)).toEqual({ revision: null, changed: false });
   });
 
+  it("replaceNow shows the stored value without copying and keeps the new one as it is", async () => {
+    const b = bucket();
+    if (!updatesNow(b)) throw new Error("a memory bucket updates at once");
+    const first = { n: 1 };
+    const created = b.replaceNow("k", (current) => {
+      expect(current).toBeUndefined();
+      return first;
+    });
+    expect(created.changed).toBe(true);
+    let seen: unknown;
+    const updated = b.replaceNow("k", (current) => {
+      seen = current;
+      return { n: current!.n + 1 };
+    });
+    expect(seen).toBe(first); // the stored object itself
+    expect(updated.revision).toBeGreaterThan(created.revision!);
+    expect(await b.get("k")).toEqual({ value: { n: 2 }, revision: updated.revision });
+    expect(b.replaceNow("k", () => undefined)).toEqual({ revision: updated.revision, changed: false });
+    // Readers still get copies.
+    const read = (await b.get("k"))!.value;
+    read.n = 100;
+    expect((await b.get("k"))!.value).toEqual({ n: 2 });
+  });
+
+  it("keeps expiring entries in write order when updated in place", async () => {
+    let now = 0;
+    const b = createMemoryStore({ clock: () => now }).bucket<{ n: number }>("ttl", { ttlMs: 100 });
+    if (!updatesNow(b)) throw new Error("a memory bucket updates at once");
+    b.updateNow("a", () => ({ n: 1 }));
+    now = 50;
+    b.updateNow("b", () => ({ n: 1 }));
+    now = 90;
+    b.replaceNow("a", (current) => ({ n: current!.n + 1 })); // rewritten: lives until 190
+    now = 160;
+    expect(await b.get("b")).toBeNull();
+    expect(await b.get("a")).toEqual({ value: { n: 2 }, revision: expect.any(Number) });
+    expect([...(await collect(b.keys()))]).toEqual(["a"]);
+  });
+
   it("is offered by memory buckets only", () => {
     const b = bucket();
     const wrapped: KvBucket<{ n: number }> = {
@@ -103,3 +142,9 @@ describe("updateNow (memory buckets)", () => {
     expect(updatesNow(wrapped)).toBe(false);
   });
 });
+
+async function collect(keys: AsyncIterable<string>): Promise<string[]> {
+  const out: string[] = [];
+  for await (const key of keys) out.push(key);
+  return out;
+}

@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
-import { Code } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { AccountStatus } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { failure, startHarness, type Harness } from "./testing.js";
+import { AccountingService, AccountStatus } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { accountingRoutes } from "./server.js";
+import { failure, silentLogger, startHarness, type Harness } from "./testing.js";
 
 let h: Harness;
 beforeEach(async () => {
@@ -71,6 +72,29 @@ describe("keys", () => {
     expect((await h.client.revokeKey({ keyId: key!.keyId })).key!.revoked).toBe(true);
     expect((await failure(h.client.revokeKey({ keyId: "key_nope" }))).code).toBe(Code.NotFound);
     expect((await failure(h.client.revokeKey({ keyId: "bad id!" }))).code).toBe(Code.InvalidArgument);
+  });
+
+  it("sees a revocation or an account status set by another replica once its cache entry is older than the cache's life", async () => {
+    // A second service on the same durable store: another replica, or the admin CLI.
+    const other = createClient(
+      AccountingService,
+      createRouterTransport(accountingRoutes({ store: h.store, rateStore: h.rateStore, clock: h.now, logger: silentLogger, defaultRequestsPerMinute: 1000 })),
+    );
+    const { key } = await h.client.createKey({});
+    const keyId = key!.keyId;
+    await h.client.admit({ keyId }); // cached here
+    await other.setAccountStatus({ accountId: key!.accountId, status: AccountStatus.DISABLED });
+    h.advance(4_000);
+    await h.client.admit({ keyId }); // still within the 5 s cache window
+    h.advance(1_000);
+    expect((await failure(h.client.admit({ keyId }))).code).toBe(Code.PermissionDenied);
+
+    await other.setAccountStatus({ accountId: key!.accountId, status: AccountStatus.ACTIVE });
+    h.advance(5_000);
+    await h.client.admit({ keyId });
+    await other.revokeKey({ keyId });
+    h.advance(5_000);
+    expect((await failure(h.client.admit({ keyId }))).code).toBe(Code.Unauthenticated);
   });
 
   it("lists keys oldest first, without secrets", async () => {

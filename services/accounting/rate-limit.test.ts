@@ -1,8 +1,9 @@
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 import { RateLimitedSchema } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { createMemoryStore } from "../../lib/store/index.js";
-import { takeRequest } from "./rate-limit.js";
+import { createMemoryStore, type KvBucket } from "../../lib/store/index.js";
+import { updatesNow } from "../../lib/store/memory.js";
+import { takeRequest, takeRequestNow } from "./rate-limit.js";
 import type { RateWindow } from "./records.js";
 import { failure, startHarness, T0, type Harness } from "./testing.js";
 
@@ -32,6 +33,35 @@ describe("takeRequest (fixed one-minute windows)", () => {
     expect((await takeRequest(b, "a", 1, T0)).admitted).toBe(true);
     expect((await takeRequest(b, "a", 1, T0)).admitted).toBe(false);
     expect((await takeRequest(b, "b", 1, T0)).admitted).toBe(true);
+  });
+
+  it("decides at once on a memory store, and says when a refused request's window ends", () => {
+    const b = bucket();
+    if (!updatesNow(b)) throw new Error("a memory bucket updates at once");
+    expect(takeRequestNow(b, "k", 2, T0 + 1_000)).toEqual({ admitted: true, remaining: 1, resetSeconds: 59 });
+    expect(takeRequestNow(b, "k", 2, T0 + 1_000)).toEqual({ admitted: true, remaining: 0, resetSeconds: 59 });
+    expect(takeRequestNow(b, "k", 2, T0 + 30_500)).toEqual({ admitted: false, remaining: 0, resetSeconds: 30 });
+    // Refused in a window stamped ahead (another replica's clock): its end is what counts.
+    takeRequestNow(b, "ahead", 1, T0 + 60_000);
+    expect(takeRequestNow(b, "ahead", 1, T0 + 59_000)).toEqual({ admitted: false, remaining: 0, resetSeconds: 61 });
+  });
+
+  it("decides the same on a store without updateNow (compare-and-set)", async () => {
+    const memory = bucket();
+    const b: KvBucket<RateWindow> = {
+      name: memory.name,
+      get: (k) => memory.get(k),
+      create: (k, v) => memory.create(k, v),
+      update: (k, v, r) => memory.update(k, v, r),
+      put: (k, v) => memory.put(k, v),
+      delete: (k, r) => memory.delete(k, r),
+      keys: (p) => memory.keys(p),
+    };
+    expect(await takeRequest(b, "k", 2, T0)).toEqual({ admitted: true, remaining: 1, resetSeconds: 60 });
+    expect(await takeRequest(b, "k", 2, T0 + 100)).toEqual({ admitted: true, remaining: 0, resetSeconds: 60 });
+    expect(await takeRequest(b, "k", 2, T0 + 200)).toEqual({ admitted: false, remaining: 0, resetSeconds: 60 });
+    const concurrent = await Promise.all(Array.from({ length: 30 }, () => takeRequest(b, "c", 10, T0)));
+    expect(concurrent.filter((d) => d.admitted)).toHaveLength(10);
   });
 
   it("keeps counting in a window stamped ahead by another replica's clock", async () => {

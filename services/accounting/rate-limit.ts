@@ -1,5 +1,5 @@
 import { casUpdate, type KvBucket } from "../../lib/store/index.js";
-import { updatesNow } from "../../lib/store/memory.js";
+import { updatesNow, type UpdatesNow } from "../../lib/store/memory.js";
 import type { RateWindow } from "./records.js";
 
 export const WINDOW_MS = 60_000;
@@ -31,30 +31,59 @@ export function takeRequest(
   limit: number,
   now: number,
 ): Promise<RateDecision> {
-  const windowStart = Math.floor(now / WINDOW_MS) * WINDOW_MS;
-  let admitted = false;
-  let count = 0;
-  let start = windowStart;
-  const take = (current: RateWindow | undefined): RateWindow | undefined => {
+  if (updatesNow(bucket)) {
+    try {
+      return Promise.resolve(takeRequestNow(bucket, key, limit, now));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+  const count = new Count(now, limit);
+  return casUpdate(bucket, key, count.take).then(() => count.decision());
+}
+
+/**
+ * `takeRequest` on a process-local store, without waiting: the read-modify-write is done at
+ * once (nothing else can run between its read and its write) and without copying the window,
+ * since this runs on every request.
+ */
+export function takeRequestNow(bucket: UpdatesNow<RateWindow>, key: string, limit: number, now: number): RateDecision {
+  const count = new Count(now, limit);
+  bucket.replaceNow(key, count.take);
+  return count.decision();
+}
+
+/** One request counted in its window: `take` is the read-modify-write, `decision` what it decided. */
+class Count {
+  private readonly windowStart: number;
+  /** The window the request was counted in (a later one than ours if a replica's clock runs ahead). */
+  private start: number;
+  private admitted = false;
+  private count = 0;
+
+  constructor(
+    private readonly now: number,
+    private readonly limit: number,
+  ) {
+    this.windowStart = Math.floor(now / WINDOW_MS) * WINDOW_MS;
+    this.start = this.windowStart;
+  }
+
+  /** The window after this request, or undefined when it is refused (the window stays as it is). */
+  readonly take = (current: Readonly<RateWindow> | undefined): RateWindow | undefined => {
     // A window stamped later than ours comes from a replica whose clock runs ahead:
     // count in it rather than reset it.
-    const same = current !== undefined && current.w >= windowStart;
-    start = same ? current.w : windowStart;
-    count = same ? current.n : 0;
-    admitted = count < limit;
-    if (!admitted) return undefined;
-    count += 1;
-    return { w: start, n: count };
+    const same = current !== undefined && current.w >= this.windowStart;
+    this.start = same ? current.w : this.windowStart;
+    this.count = same ? current.n : 0;
+    this.admitted = this.count < this.limit;
+    if (!this.admitted) return undefined;
+    this.count += 1;
+    return { w: this.start, n: this.count };
   };
-  const decision = (): RateDecision => {
-    const resetSeconds = Math.max(1, Math.ceil((start + WINDOW_MS - now) / 1000));
-    return { admitted, remaining: admitted ? limit - count : 0, resetSeconds };
-  };
-  if (!updatesNow(bucket)) return casUpdate(bucket, key, take).then(decision);
-  try {
-    bucket.updateNow(key, take);
-  } catch (err) {
-    return Promise.reject(err);
+
+  decision(): RateDecision {
+    const resetSeconds = Math.max(1, Math.ceil((this.start + WINDOW_MS - this.now) / 1000));
+    return { admitted: this.admitted, remaining: this.admitted ? this.limit - this.count : 0, resetSeconds };
   }
-  return Promise.resolve(decision());
 }
