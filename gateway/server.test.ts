@@ -1,15 +1,12 @@
 // The gateway's request path with routes of its own and an accounting double: the headers it
 // holds back and writes with the answer, for handlers that answer in JSON and for handlers
 // that write the response themselves; the per-request deadline; request ids; Bearer parsing.
-import type { AddressInfo } from "node:net";
-import { Writable } from "node:stream";
 import { create } from "@bufbuild/protobuf";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AdmitResponseSchema, PrincipalSchema, UsageKind, type AdmitRequest } from "../gen/tessera/accounting/v1/accounting_pb.js";
-import { createLogger } from "../lib/logger.js";
-import { createMetrics } from "../lib/metrics.js";
+import { useBareGateway } from "../test/helpers/bare-gateway.js";
 import type { Route } from "./route.js";
-import { bearerKey, createGatewayHandler, createGatewayServer, newRequestId, type AccountingGate } from "./server.js";
+import { bearerKey, newRequestId, type AccountingGate } from "./server.js";
 
 const REQUEST_ID = /^req_[0-9a-f]{32}$/;
 const KEY = "tsr_test-key";
@@ -88,36 +85,10 @@ const routes: Route[] = [
   },
 ];
 
-const logs: string[] = [];
-const server = createGatewayServer(
-  createGatewayHandler({
-    routes,
-    accounting,
-    deadlineMs: 150,
-    logger: createLogger({
-      level: "info",
-      destination: new Writable({
-        write(chunk: Buffer, _enc, done) {
-          logs.push(...chunk.toString().split("\n").filter(Boolean));
-          done();
-        },
-      }),
-    }),
-    metrics: createMetrics({ processMetrics: false }),
-  }),
-);
-let base = "";
+const gateway = useBareGateway({ routes, accounting, deadlineMs: 150 });
+const logs = gateway.logs;
 
-beforeAll(async () => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
-
-const get = (path: string, key: string | null = KEY) => fetch(`${base}${path}`, { headers: key === null ? {} : { authorization: `Bearer ${key}` } });
+const get = (path: string, key: string | null = KEY) => fetch(`${gateway.base}${path}`, { headers: key === null ? {} : { authorization: `Bearer ${key}` } });
 
 describe("the headers the gateway adds", () => {
   it("come with a JSON answer, beside the route's own headers, and the body is JSON", async () => {

@@ -1,15 +1,10 @@
 import { request } from "node:http";
-import type { AddressInfo } from "node:net";
-import { Writable } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Route } from "../../gateway/route.js";
-import { createGatewayHandler, createGatewayServer } from "../../gateway/server.js";
-import { createLogger } from "../../lib/logger.js";
-import { createMetrics } from "../../lib/metrics.js";
+import { useBareGateway } from "../helpers/bare-gateway.js";
 
 // The gateway alone, with one route that waits until its client goes away.
 const aborted: unknown[] = [];
-const logs: string[] = [];
 const waitsForAbort: Route = {
   method: "GET",
   path: "/wait",
@@ -24,36 +19,12 @@ const waitsForAbort: Route = {
       });
     }),
 };
-const server = createGatewayServer(
-  createGatewayHandler({
-    routes: [waitsForAbort],
-    accounting: {} as never,
-    logger: createLogger({
-      level: "info",
-      destination: new Writable({
-        write(chunk: Buffer, _enc, done) {
-          logs.push(...chunk.toString().split("\n").filter(Boolean));
-          done();
-        },
-      }),
-    }),
-    metrics: createMetrics({ processMetrics: false }),
-  }),
-);
-let base = "";
-
-beforeAll(async () => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
+const gateway = useBareGateway({ routes: [waitsForAbort], accounting: {} as never });
+const logs = gateway.logs;
 
 describe("a client that disconnects", () => {
   it("aborts its handler's signal and is logged as 499", async () => {
-    const req = request(`${base}/wait`);
+    const req = request(`${gateway.base}/wait`);
     req.on("error", () => undefined);
     req.end();
     await new Promise((resolve) => setTimeout(resolve, 100));
