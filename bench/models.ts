@@ -8,13 +8,12 @@
 // the machine).
 //   npm run bench -- models   (or: npx tsx bench/models.ts)   [BENCH_DURATION=10] [BENCH_CONNECTIONS=50]
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import autocannon, { type Result } from "autocannon";
+import { MODEL_DIRS, startBenchServer } from "./_server.js";
 
 const root = resolve(import.meta.dirname, "..");
 const DURATION = Number(process.env["BENCH_DURATION"] ?? 10);
@@ -40,51 +39,12 @@ function build(): void {
   if (tsc.status !== 0) console.warn("warning: tsc reported errors; measuring what it emitted");
 }
 
-async function waitForLine(file: string, pattern: string, child: ChildProcess): Promise<string> {
-  for (let i = 0; i < 600; i++) {
-    if (child.exitCode !== null) throw new Error(`tessera exited with ${child.exitCode}:\n${readFileSync(file, "utf8")}`);
-    const line = readFileSync(file, "utf8").split("\n").find((l) => l.includes(pattern));
-    if (line !== undefined) return line;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`no "${pattern}" in ${file}`);
-}
-
 function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return Promise.resolve();
   return new Promise((r) => {
     child.once("exit", () => r());
     child.kill("SIGTERM");
   });
-}
-
-async function startTessera(scratch: string) {
-  // The default catalog, served by the bundled model if it is there, else the tiny test model.
-  const bundled = join(root, "models/tessera-bd-small");
-  const modelDir = existsSync(bundled) ? bundled : join(root, "test/fixtures/tiny-model");
-  const catalog = JSON.parse(readFileSync(join(root, "models.config.json"), "utf8")) as { models: { model_dir: string }[] };
-  for (const model of catalog.models) model.model_dir = modelDir;
-  writeFileSync(join(scratch, "models.config.json"), JSON.stringify(catalog));
-
-  const key = `tsr_${randomBytes(32).toString("base64url")}`;
-  const logFile = join(scratch, "tessera.log");
-  const child = spawn(process.execPath, ["dist/bin/tessera.js", "serve"], {
-    cwd: root,
-    env: {
-      ...process.env,
-      TESSERA_PORT: "0",
-      TESSERA_DATA_DIR: join(scratch, "data"),
-      TESSERA_MODELS_CONFIG: join(scratch, "models.config.json"),
-      TESSERA_BOOTSTRAP_KEY: key,
-      // Never refuses during the run; the limiter still counts every request.
-      TESSERA_DEFAULT_RPM: "1000000000",
-      TESSERA_INTRA_OP_THREADS: "1",
-      TESSERA_LOG_LEVEL: "info",
-    },
-    stdio: ["ignore", openSync(logFile, "w"), "inherit"],
-  });
-  const line = await waitForLine(logFile, '"tessera listening"', child);
-  return { child, key, url: (JSON.parse(line) as { url: string }).url, logFile };
 }
 
 async function startBare(body: string) {
@@ -143,11 +103,11 @@ function summary(name: string, rounds: Round[]) {
 
 export async function run(): Promise<void> {
   build();
-  const scratch = mkdtempSync(join(tmpdir(), "tessera-bench-"));
-  const children: ChildProcess[] = [];
+  // The default catalog, served by the bundled model if it is there, else the tiny test model.
+  const bundled = MODEL_DIRS["bundled"]!;
+  const tessera = await startBenchServer(existsSync(bundled) ? bundled : MODEL_DIRS["tiny"]!, {}, "build");
+  const children: ChildProcess[] = [tessera.child];
   try {
-    const tessera = await startTessera(scratch);
-    children.push(tessera.child);
     const headers = { authorization: `Bearer ${tessera.key}` };
     const url = `${tessera.url}/v1/models`;
     const first = await fetch(url, { headers });
@@ -180,7 +140,7 @@ export async function run(): Promise<void> {
     console.log(JSON.stringify({ bench: "models", connections: CONNECTIONS, durationS: DURATION, tessera: a, bare: b, ratio: Number(ratio.toFixed(3)) }));
   } finally {
     for (const child of children) await stop(child);
-    rmSync(scratch, { recursive: true, force: true });
+    await tessera.stop();
   }
 }
 

@@ -6,7 +6,8 @@
 //   npm run bench -- overload   (or: npx tsx bench/overload.ts)   [BENCH_DURATION=30] [BENCH_SLOTS=2] [BENCH_MODELS=tiny,bundled]
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { allDocumented, benchModels, loadRoute, startBenchServer, summarize, type RouteLoad } from "./load.js";
+import { runOnEachModel, startBenchServer } from "./_server.js";
+import { allDocumented, loadRoute, summarize, type RouteLoad } from "./load.js";
 
 const DURATION = Number(process.env["BENCH_DURATION"] ?? 30);
 const SLOTS = Number(process.env["BENCH_SLOTS"] ?? 2);
@@ -80,9 +81,7 @@ async function runModel(name: string, modelDir: string): Promise<boolean> {
 }
 
 export async function run(): Promise<void> {
-  let ok = true;
-  for (const [name, dir] of benchModels()) ok = (await runModel(name, dir)) && ok;
-  if (!ok) process.exitCode = 1;
+  await runOnEachModel(runModel);
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
