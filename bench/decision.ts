@@ -70,6 +70,8 @@ export interface DecisionBenchResult {
   bestRatio: number;
   phases: { one: DecisionPhases; sixteen: DecisionPhases };
   eventLoop: EventLoopDelay;
+  /** The process's resident memory after the runs, model loaded (MiB). */
+  rssMiB: number;
 }
 
 export interface DecisionLatencyResult {
@@ -81,6 +83,8 @@ export interface DecisionLatencyResult {
   bestMs: number;
   phases: DecisionPhases;
   eventLoop: EventLoopDelay;
+  /** The process's resident memory after the runs, model loaded (MiB). */
+  rssMiB: number;
 }
 
 const SENTENCES = [
@@ -297,6 +301,7 @@ export async function benchDecision(modelDir: string, iterations: number): Promi
       bestRatio: bestMs.sixteen / bestMs.one,
       phases,
       eventLoop,
+      rssMiB: rssMiB(),
     };
   } finally {
     await rig.pool.close();
@@ -324,10 +329,15 @@ export async function benchDecisionLatency(modelDir: string, iterations: number)
       bestMs: totals[0]!,
       phases,
       eventLoop,
+      rssMiB: rssMiB(),
     };
   } finally {
     await rig.pool.close();
   }
+}
+
+function rssMiB(): number {
+  return Math.round(process.memoryUsage().rss / 2 ** 20);
 }
 
 function median(xs: number[]): number {
@@ -363,7 +373,7 @@ export function formatDecisionBench(r: DecisionBenchResult): string {
     `  ratio 16/1:   ${r.ratio.toFixed(2)}x median, ${r.bestRatio.toFixed(2)}x best (goal <= 2x: ${r.ratio <= 2 ? "met" : "NOT met"})`,
     `  phases, 1 question (median ms):   ${formatPhases(r.phases.one)}`,
     `  phases, 16 questions (median ms): ${formatPhases(r.phases.sixteen)}`,
-    `  ${formatEventLoop(r.eventLoop)}`,
+    `  ${formatEventLoop(r.eventLoop)}; resident memory ${r.rssMiB} MiB`,
   ].join("\n");
 }
 
@@ -372,7 +382,7 @@ export function formatDecisionLatency(r: DecisionLatencyResult): string {
     `decision latency — ${r.model}: ${r.questions} questions on a ${r.stateTokens}-token state`,
     `  ${r.medianMs.toFixed(1)} ms median, ${r.p90Ms.toFixed(1)} ms p90, ${r.bestMs.toFixed(1)} ms best (target <= 300 ms: ${r.medianMs <= 300 ? "met" : "NOT met"})`,
     `  phases (median ms): ${formatPhases(r.phases)}`,
-    `  ${formatEventLoop(r.eventLoop)}`,
+    `  ${formatEventLoop(r.eventLoop)}; resident memory ${r.rssMiB} MiB`,
   ].join("\n");
 }
 

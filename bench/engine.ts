@@ -1,6 +1,8 @@
 // The inference engine: forward passes per generated token and tokens/s for 1 request and
 // 8 concurrent; aggregate tokens/s at 8 against 1 (goal >= 1.5x); engine overhead per
-// decode step against a bare session.run on the same shapes, in the same run (goal <= 15%).
+// decode step against a bare session.run on the same shapes, in the same run (goal <= 15%);
+// the prefill of a ~1,000-token chat prompt with the output head skipped (onnx-head.ts)
+// against the same prefill computing it, alternated in one run.
 //
 //   npx tsx bench/engine.ts [model-dir …]     (default: the tiny test model, and
 //                                              models/tessera-bd-small when it exists)
@@ -21,6 +23,7 @@ const CONCURRENT = 8;
 /** ONNX Runtime intra-op threads (0: its default, one per physical core). */
 const THREADS = Number(process.env.TESSERA_BENCH_THREADS ?? 0);
 const REPEATS = 5;
+const PREFILL_PROMPT_TOKENS = 1000;
 
 interface Workload {
   prompts: string[];
@@ -53,34 +56,37 @@ interface Run {
   recorded: RecordedForward[];
 }
 
+function chatPrompt(model: ModelDir, content: string): number[] {
+  return model.tokenizer.encode(
+    model.renderChat({
+      messages: [{ role: "user", content }],
+      tools: [],
+      tool_choice: "auto",
+      forced_tool: "",
+      response_format: "",
+      json_schema: "",
+      enable_thinking: false,
+      add_generation_prompt: true,
+    }),
+  );
+}
+
+async function generateOne(engine: ModelEngine, model: ModelDir, prompt: number[], maxTokens: number): Promise<{ tokens: number; forwards: number }> {
+  const stream = await engine.scheduler.generate({
+    prompt,
+    maxTokens,
+    threshold: engine.threshold,
+    stops: new StopMatcher([]),
+    decode: model.tokenizer.decode,
+  });
+  for await (const e of stream) if (e.type === "finished") return { tokens: e.finished.completionTokens, forwards: e.forwardPasses };
+  throw new Error("no finished event");
+}
+
 async function generateAll(engine: ModelEngine, model: ModelDir, prompts: string[], maxTokens: number, recorded: () => RecordedForward[]): Promise<Run> {
   const before = recorded().length;
   const started = performance.now();
-  const results = await Promise.all(
-    prompts.map(async (p) => {
-      const prompt = model.tokenizer.encode(
-        model.renderChat({
-          messages: [{ role: "user", content: p }],
-          tools: [],
-          tool_choice: "auto",
-          forced_tool: "",
-          response_format: "",
-          json_schema: "",
-          enable_thinking: false,
-          add_generation_prompt: true,
-        }),
-      );
-      const stream = await engine.scheduler.generate({
-        prompt,
-        maxTokens,
-        threshold: engine.threshold,
-        stops: new StopMatcher([]),
-        decode: model.tokenizer.decode,
-      });
-      for await (const e of stream) if (e.type === "finished") return { tokens: e.finished.completionTokens, forwards: e.forwardPasses };
-      throw new Error("no finished event");
-    }),
-  );
+  const results = await Promise.all(prompts.map((p) => generateOne(engine, model, chatPrompt(model, p), maxTokens)));
   const seconds = (performance.now() - started) / 1000;
   const runs = recorded().slice(before);
   return {
@@ -95,7 +101,8 @@ async function generateAll(engine: ModelEngine, model: ModelDir, prompts: string
 /**
  * The same forwards as `recorded` (same shapes, the contract's outputs: logits, and the
  * present key/values where the engine fetched them), straight on a session of the model
- * file as it is, without the engine's in-graph readout.
+ * file as it is, without the engine's in-graph readout or conditional head (so a prompt's
+ * prefill computes the head here, not in the engine).
  */
 async function bareReplay(model: ModelDir, bare: ort.InferenceSession, recorded: RecordedForward[]): Promise<number> {
   const c = model.config;
@@ -135,6 +142,52 @@ async function bareReplay(model: ModelDir, bare: ort.InferenceSession, recorded:
 // The fastest of the repeats: on a shared machine the other processes only ever add time.
 const best = (xs: number[]) => Math.min(...xs);
 
+interface PrefillRow {
+  model: string;
+  promptTokens: number;
+  /** Prompt tokens in complete blocks: what the prefill forwards compute. */
+  prefilledTokens: number;
+  forwards: number;
+  /** Wall ms of the prefill forwards, best of REPEATS: the head skipped, and computed. */
+  skippedMs: number;
+  computedMs: number;
+}
+
+/**
+ * The prefill of a chat prompt of about PREFILL_PROMPT_TOKENS tokens (or what the context
+ * allows), through the engine, with the output head skipped as the engine does it and with
+ * it computed (the prefill asks for the readout, as it did before onnx-head.ts), alternated.
+ */
+async function benchPrefill(engine: ModelEngine, model: ModelDir, recorded: () => RecordedForward[], setHead: (on: boolean) => void): Promise<PrefillRow> {
+  const c = model.config;
+  const target = Math.min(PREFILL_PROMPT_TOKENS, c.maxPositions - 2 * c.blockSize);
+  const sentence = "The customer reports that the nightly export has failed three times this week, each time after about thirty minutes. ";
+  let content = sentence;
+  let prompt = chatPrompt(model, content);
+  while (prompt.length < target) prompt = chatPrompt(model, (content += sentence));
+  const times = { skipped: [] as number[], computed: [] as number[] };
+  let forwards = 0;
+  for (let i = 0; i < REPEATS + 1; i++) {
+    for (const head of i % 2 === 0 ? [false, true] : [true, false]) {
+      setHead(head);
+      const before = recorded().length;
+      await generateOne(engine, model, prompt, 1);
+      const prefills = recorded().slice(before).filter((f) => f.fetch.output === "none");
+      forwards = prefills.length;
+      if (i > 0) (head ? times.computed : times.skipped).push(prefills.reduce((sum, f) => sum + f.ms, 0)); // the first round warms up
+    }
+  }
+  setHead(false);
+  return {
+    model: path.basename(model.dir),
+    promptTokens: prompt.length,
+    prefilledTokens: Math.floor(prompt.length / c.blockSize) * c.blockSize,
+    forwards,
+    skippedMs: best(times.skipped),
+    computedMs: best(times.computed),
+  };
+}
+
 interface Row {
   model: string;
   load: string;
@@ -149,10 +202,11 @@ interface Row {
   overhead: number;
 }
 
-async function benchModel(dir: string, workload: Workload): Promise<Row[]> {
+async function benchModel(dir: string, workload: Workload): Promise<{ rows: Row[]; prefill: PrefillRow }> {
   const model = await loadModelDir(dir, { intraOpThreads: THREADS });
   const { session: bare } = await openSession(path.join(dir, model.config.onnxFile), { intraOpThreads: THREADS });
   let recorded: RecordedForward[] = [];
+  let headOnPrefill = false;
   const engine = createModelEngine({
     name: path.basename(dir),
     servingIds: [path.basename(dir)],
@@ -160,12 +214,15 @@ async function benchModel(dir: string, workload: Workload): Promise<Row[]> {
     slots: CONCURRENT,
     queue: CONCURRENT,
     wrapRunner: (inner) => {
-      const r = recordingRunner(inner);
+      const r = recordingRunner({
+        run: (inputs, fetch) => inner.run(inputs, headOnPrefill && fetch.output === "none" ? { ...fetch, output: "readout" } : fetch),
+      });
       recorded = r.forwards;
       return r;
     },
   });
   const rows: Row[] = [];
+  let prefill: PrefillRow;
   try {
     // Warm-up: first runs allocate ONNX Runtime's arenas.
     await generateAll(engine, model, workload.prompts.slice(0, 1), 64, () => recorded);
@@ -197,11 +254,12 @@ async function benchModel(dir: string, workload: Workload): Promise<Row[]> {
         overhead: seconds / bareSeconds - 1,
       });
     }
+    prefill = await benchPrefill(engine, model, () => recorded, (on) => (headOnPrefill = on));
   } finally {
     await engine.close();
     await bare.release();
   }
-  return rows;
+  return { rows, prefill };
 }
 
 function print(rows: Row[]): void {
@@ -250,12 +308,23 @@ export async function run(dirs: string[] = []): Promise<void> {
       ? dirs.map((d) => [path.resolve(d), path.resolve(d) === TINY_MODEL_DIR ? TINY : BUNDLED])
       : [[TINY_MODEL_DIR, TINY], ...(existsSync(path.join(BUNDLED_DIR, "config.json")) ? ([[BUNDLED_DIR, BUNDLED]] as [string, Workload][]) : [])];
   const rows: Row[] = [];
-  for (const [dir, workload] of targets) rows.push(...(await benchModel(dir, workload)));
+  const prefills: PrefillRow[] = [];
+  for (const [dir, workload] of targets) {
+    const result = await benchModel(dir, workload);
+    rows.push(...result.rows);
+    prefills.push(result.prefill);
+  }
   const threads = THREADS > 0 ? String(THREADS) : "ONNX Runtime's default";
   console.log(`threshold 0.9, best of ${REPEATS} runs each, ONNX Runtime on the CPU, intra-op threads: ${threads} (TESSERA_BENCH_THREADS)`);
   console.log("ms/step: engine wall time per forward; of which run: inside session.run in that run;");
   console.log("bare ms/step: the same forwards replayed on a plain session of the model file (logits fetched); overhead = ms/step / bare - 1");
   print(rows);
+  for (const p of prefills) {
+    console.log(
+      `${p.model}: prefill of a ${p.promptTokens}-token chat prompt (${p.prefilledTokens} tokens in ${p.forwards} forward(s)), best of ${REPEATS}: ` +
+        `${p.skippedMs.toFixed(1)} ms with the output head skipped, ${p.computedMs.toFixed(1)} ms computing it (${((p.skippedMs / p.computedMs - 1) * 100).toFixed(0)}%)`,
+    );
+  }
   if (!existsSync(path.join(BUNDLED_DIR, "config.json")) && dirs.length === 0) {
     console.log(`(${path.relative(ROOT, BUNDLED_DIR)} not present: bundled model skipped)`);
   }

@@ -101,6 +101,10 @@ describe("KV cache", () => {
     const prefills = forwards.filter((f) => f.fetch.present && f.seq === 64 && f.past < 192).slice(0, 3);
     expect(prefills.map((f) => f.past)).toEqual([0, 64, 128]);
     expect(got.forwardPasses).toBe(3 + want.steps);
+    // The prefills read no logits, so they skip the output head (onnx-head.ts); every other forward reads the readout.
+    const ours = forwards.slice(0, got.forwardPasses);
+    expect(ours.slice(0, 3).map((f) => f.fetch)).toEqual(Array(3).fill({ present: true, output: "none" }));
+    expect(ours.slice(3).every((f) => f.fetch.output === "readout")).toBe(true);
   });
 });
 

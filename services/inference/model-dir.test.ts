@@ -1,5 +1,6 @@
 // Loading a model directory: the checks on config.json, the in-graph greedy readout (equal to
-// the softmax over the logits), and a model whose weights live in an external data file.
+// the softmax over the logits), the conditional output head (onnx-head.test.ts tests it in
+// depth), and a model whose weights live in an external data file.
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -42,10 +43,11 @@ async function readoutMatchesLogits(model: ModelDir): Promise<void> {
 }
 
 describe("model directory", () => {
-  it("loads the tiny model with the greedy readout added to its graph", async () => {
+  it("loads the tiny model with the greedy readout added to its graph and its output head made conditional", async () => {
     const model = await loadModelDir(TINY_MODEL_DIR, { intraOpThreads: 1 });
     try {
       expect(model.readout).toBe(true);
+      expect(model.skippableHead).toBe(true);
       expect(model.config).toMatchObject({ numLayers: 2, numKvHeads: 2, headDim: 16, vocabSize: 687, blockSize: 64 });
       expect(model.decision?.version).toBe(1);
       await readoutMatchesLogits(model);
@@ -100,6 +102,7 @@ describe("model directory", () => {
     const model = await loadModelDir(dir, { intraOpThreads: 1 });
     try {
       expect(model.readout).toBe(true);
+      expect(model.skippableHead).toBe(true);
       const after = readdirSync(os.tmpdir()).filter((f) => f.startsWith("tessera-model-") && !f.startsWith("tessera-model-test-"));
       expect(after).toEqual(before);
       expect(readdirSync(dir).filter((f) => f.startsWith("."))).toEqual([]);

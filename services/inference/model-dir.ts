@@ -8,7 +8,9 @@ import type * as ort from "onnxruntime-node";
 import type { Logger } from "../../lib/logger.js";
 import type { ChatTemplateVariables } from "./chat-prompt.js";
 import { parseModelConfig, type ModelConfig } from "./model-config.js";
-import { usesExternalData, withReadout } from "./onnx-readout.js";
+import { skippableHeadParts } from "./onnx-head.js";
+import { concatBytes } from "./onnx-proto.js";
+import { readoutGraph, usesExternalData } from "./onnx-readout.js";
 import { openSession, type ExecutionProvider } from "./onnx-session.js";
 import { createTextTokenizer, type TextTokenizer } from "./tokenizer.js";
 
@@ -24,6 +26,8 @@ export interface ModelDir {
   executionProviders: ExecutionProvider[];
   /** Whether the session has the in-graph greedy readout (onnx-readout.ts). */
   readout: boolean;
+  /** Whether a forward can skip the output head when it reads no logits (onnx-head.ts). */
+  skippableHead: boolean;
   /** Releases the session (and any staged copy of the model). */
   close(): Promise<void>;
 }
@@ -73,7 +77,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
   }
 
   const onnxPath = path.join(root, config.onnxFile);
-  const staged = await withReadoutSource(onnxPath, config);
+  const staged = await editedSource(onnxPath, config);
   let opened;
   try {
     opened = await openSession(staged.source, {
@@ -89,6 +93,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
   const { session, executionProviders } = opened;
   checkSessionIO(session, config, root);
   if (!staged.readout) options.logger?.warn({ onnxPath }, "model opset < 13: the greedy readout runs in JS from the logits");
+  if (!staged.skippableHead) options.logger?.warn({ onnxPath }, "the output head cannot be made conditional: prefills compute logits they do not read");
 
   return {
     dir: root,
@@ -99,27 +104,33 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
     session,
     executionProviders,
     readout: staged.readout,
+    skippableHead: staged.skippableHead,
     close: () => session.release(),
   };
 }
 
 /**
- * The model with the greedy readout added (onnx-readout.ts): in memory, or, when its weights
- * live in external files, as a file that ONNX Runtime accepts (it resolves external data
- * next to the model file and refuses paths that leave that directory, links included):
+ * The model with the engine's load-time edits: the output head made conditional
+ * (onnx-head.ts), then the greedy readout added (onnx-readout.ts). In memory, or, when its
+ * weights live in external files, as a file that ONNX Runtime accepts (it resolves external
+ * data next to the model file and refuses paths that leave that directory, links included):
  * in a temporary directory beside hard links to the model's files; else beside the original
- * (a hidden file, removed once loaded); else beside copies. The original file when the
- * readout cannot be added.
+ * (a hidden file, removed once loaded); else beside copies. The original file when neither
+ * edit applies.
  */
-async function withReadoutSource(
+async function editedSource(
   onnxPath: string,
   config: ModelConfig,
-): Promise<{ source: string | Uint8Array; readout: boolean; cleanup: () => Promise<void> }> {
+): Promise<{ source: string | Uint8Array; readout: boolean; skippableHead: boolean; cleanup: () => Promise<void> }> {
   const none = async () => {};
   const bytes = await readFile(onnxPath);
-  const augmented = withReadout(bytes, config.vocabSize, [config.maskTokenId, config.padTokenId]);
-  if (augmented === undefined) return { source: onnxPath, readout: false, cleanup: none };
-  if (!usesExternalData(bytes)) return { source: augmented, readout: true, cleanup: none };
+  const headed = skippableHeadParts(bytes, config.vocabSize);
+  const readout = readoutGraph(bytes, config.vocabSize, [config.maskTokenId, config.padTokenId]);
+  const edits = { readout: readout !== undefined, skippableHead: headed !== undefined };
+  if (headed === undefined && readout === undefined) return { source: onnxPath, ...edits, cleanup: none };
+  // One copy of the model: its (rewritten) fields, then the readout's extra graph field.
+  const augmented = concatBytes([...(headed ?? [bytes]), ...(readout !== undefined ? [readout] : [])]);
+  if (!usesExternalData(bytes)) return { source: augmented, ...edits, cleanup: none };
 
   const dir = path.dirname(onnxPath);
   const name = path.basename(onnxPath);
@@ -130,17 +141,17 @@ async function withReadoutSource(
     for (const file of files) await link(path.join(dir, file), path.join(staged, file));
   } catch {
     await removeStaged();
-    const beside = path.join(dir, `.${name}.readout-${process.pid}-${Date.now()}.onnx`);
+    const beside = path.join(dir, `.${name}.edited-${process.pid}-${Date.now()}.onnx`);
     try {
       await writeFile(beside, augmented, { flag: "wx" });
-      return { source: beside, readout: true, cleanup: () => rm(beside, { force: true }) };
+      return { source: beside, ...edits, cleanup: () => rm(beside, { force: true }) };
     } catch {
       await mkdir(staged, { recursive: true });
       for (const file of files) await copyFile(path.join(dir, file), path.join(staged, file));
     }
   }
   await writeFile(path.join(staged, name), augmented);
-  return { source: path.join(staged, name), readout: true, cleanup: removeStaged };
+  return { source: path.join(staged, name), ...edits, cleanup: removeStaged };
 }
 
 /** The ONNX inputs and outputs the engine feeds and reads must all be there. */

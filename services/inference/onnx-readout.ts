@@ -1,4 +1,34 @@
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import {
+  ATTR_I,
+  ATTR_INTS,
+  ATTR_NAME,
+  ATTR_TYPE,
+  ATTR_TYPE_INT,
+  ATTR_TYPE_INTS,
+  concatBytes,
+  DATA_FLOAT,
+  DATA_INT64,
+  GRAPH_INITIALIZER,
+  GRAPH_NODE,
+  GRAPH_OUTPUT,
+  MODEL_GRAPH,
+  MODEL_OPSET_IMPORT,
+  NODE_ATTRIBUTE,
+  NODE_INPUT,
+  NODE_NAME,
+  NODE_OP_TYPE,
+  NODE_OUTPUT,
+  TENSOR_DATA_LOCATION,
+  TENSOR_DATA_TYPE,
+  TENSOR_DIMS,
+  TENSOR_NAME,
+  TENSOR_RAW_DATA,
+  TENSOR_TYPE_ELEM_TYPE,
+  TYPE_TENSOR,
+  VALUE_INFO_NAME,
+  VALUE_INFO_TYPE,
+} from "./onnx-proto.js";
 
 /** Names of the outputs the engine adds to a model (never in a contract model). */
 export const READOUT_CONFIDENCE = "tessera_readout_confidence";
@@ -23,6 +53,15 @@ export const READOUT_TOKEN = "tessera_readout_token";
  * model's opset predates the operators' current form (opset < 13).
  */
 export function withReadout(model: Uint8Array, vocab: number, banned: readonly number[]): Uint8Array | undefined {
+  const extra = readoutGraph(model, vocab, banned);
+  return extra === undefined ? undefined : concatBytes([model, extra]);
+}
+
+/**
+ * The extra `graph` field withReadout appends to `model` (so a caller that edits the model
+ * otherwise too can assemble the result in one copy); undefined when the opset is < 13.
+ */
+export function readoutGraph(model: Uint8Array, vocab: number, banned: readonly number[]): Uint8Array | undefined {
   const opset = defaultOpset(model);
   if (opset === undefined || opset < 13) return undefined;
 
@@ -81,11 +120,7 @@ export function withReadout(model: Uint8Array, vocab: number, banned: readonly n
   output(READOUT_CONFIDENCE, DATA_FLOAT);
   output(READOUT_TOKEN, DATA_INT64);
 
-  const tail = new BinaryWriter().tag(MODEL_GRAPH, WireType.LengthDelimited).bytes(graph.finish()).finish();
-  const out = new Uint8Array(model.length + tail.length);
-  out.set(model, 0);
-  out.set(tail, model.length);
-  return out;
+  return new BinaryWriter().tag(MODEL_GRAPH, WireType.LengthDelimited).bytes(graph.finish()).finish();
 }
 
 /** The version of the default ("" or "ai.onnx") operator set the model imports. */
@@ -141,33 +176,3 @@ export function usesExternalData(model: Uint8Array): boolean {
   }
   return false;
 }
-
-// Field numbers of onnx.proto (ModelProto, GraphProto, NodeProto, AttributeProto, TensorProto,
-// ValueInfoProto, TypeProto).
-const MODEL_GRAPH = 7;
-const MODEL_OPSET_IMPORT = 8;
-const GRAPH_NODE = 1;
-const GRAPH_INITIALIZER = 5;
-const GRAPH_OUTPUT = 12;
-const NODE_INPUT = 1;
-const NODE_OUTPUT = 2;
-const NODE_NAME = 3;
-const NODE_OP_TYPE = 4;
-const NODE_ATTRIBUTE = 5;
-const ATTR_NAME = 1;
-const ATTR_I = 3;
-const ATTR_INTS = 8;
-const ATTR_TYPE = 20;
-const ATTR_TYPE_INT = 2;
-const ATTR_TYPE_INTS = 7;
-const TENSOR_DIMS = 1;
-const TENSOR_DATA_TYPE = 2;
-const TENSOR_NAME = 8;
-const TENSOR_RAW_DATA = 9;
-const TENSOR_DATA_LOCATION = 14;
-const VALUE_INFO_NAME = 1;
-const VALUE_INFO_TYPE = 2;
-const TYPE_TENSOR = 1;
-const TENSOR_TYPE_ELEM_TYPE = 1;
-const DATA_FLOAT = 1;
-const DATA_INT64 = 7;

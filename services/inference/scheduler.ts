@@ -170,7 +170,7 @@ export class Scheduler {
     const builder = new BatchBuilder(this.options.model.kvShape, this.options.model.blockSize, this.options.model.padTokenId);
     const inputs = builder.build([{ kv: seq.kv, tokens }]);
     try {
-      const out = await this.options.runner.run(inputs, { present: true, output: "readout" });
+      const out = await this.options.runner.run(inputs, { present: true, output: "none" });
       this.countForward("prefill");
       seq.forwardPasses++;
       seq.applyPrefill(out, 0, inputs.past, inputs.seq, tokens.length);

@@ -217,6 +217,29 @@ describe("scoreSuffixes", () => {
     }
   });
 
+  it("prefills the prefix without the output head, and gives the same bits as a prefill that computes it", async () => {
+    const prefix = PREFIX_HEAD + "The customer asks for a call with an engineer. ".repeat(20);
+    const suffixes = QUESTIONS.map((text, i) => ({ text, labels: i === 1 ? ["<|opt_0|>", "data platform"] : ["<|yes|>", "<|no|>"] }));
+    const before = forwards.length;
+    const skipped = await scoreSuffixes(pool.engine("tiny")!, { prefix, suffixes });
+    const prefills = forwards.slice(before).filter((f) => f.fetch.present);
+    expect(prefills.length).toBeGreaterThan(0);
+    expect(prefills.every((f) => f.fetch.output === "none")).toBe(true);
+    // The old way: the prefill asks for the readout, so ONNX Runtime computes the head.
+    const withHead = await loadModelPool({
+      models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }],
+      slots: 1,
+      queue: 1,
+      intraOpThreads: 1,
+      wrapRunner: (inner) => ({ run: (inputs, fetch) => inner.run(inputs, fetch.output === "none" ? { ...fetch, output: "readout" } : fetch) }),
+    });
+    try {
+      expect(await scoreSuffixes(withHead.engine("tiny")!, { prefix, suffixes })).toEqual(skipped);
+    } finally {
+      await withHead.close();
+    }
+  });
+
   it("gives the same bits on a worker-thread session, which writes the past's rows itself, as on this thread", async () => {
     const prefix = PREFIX_HEAD + "The nightly export failed again after thirty minutes. ".repeat(12);
     const suffixes = QUESTIONS.map((text, i) => ({ text, labels: i === 2 ? ["<|opt_0|>", "pay now"] : ["<|opt_0|>", "<|opt_1|>", "<|yes|>"] }));

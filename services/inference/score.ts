@@ -133,7 +133,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
       if (signal?.aborted) throw canceled();
       const tokens = prefixIds.slice(past.length, Math.min(shared, past.length + chunk));
       const inputs = builder.build([{ kv, tokens }]);
-      const out = await runModel(engine, () => engine.runner.run(inputs, { present: true, output: "readout" }));
+      const out = await runModel(engine, () => engine.runner.run(inputs, { present: true, output: "none" }));
       engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "prefill" });
       past = { layers: out.present!, length: inputs.past + tokens.length };
       if (past.length < shared) kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, tokens.length);

@@ -1,4 +1,5 @@
 import * as ort from "onnxruntime-node";
+import { HEAD_SWITCH } from "../onnx-head.js";
 import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx-readout.js";
 
 /** Per-layer key and value tensors, each `[B, H_kv, T, D]` flattened. */
@@ -41,8 +42,12 @@ export interface ForwardOutputs {
 export interface ForwardFetch {
   /** The present key/values (a prefill or a block commit). */
   present: boolean;
-  /** `logits` for Score; `readout` for denoising (falls back to logits without one). */
-  output: "logits" | "readout";
+  /**
+   * `logits` for Score; `readout` for denoising (falls back to logits without one); `none`
+   * for a prefill, which reads only the present key/values (so `present` must be true): the
+   * output head is then not computed where the graph allows it (onnx-head.ts).
+   */
+  output: "logits" | "readout" | "none";
 }
 
 /**
@@ -63,23 +68,28 @@ export interface KVShape {
  * The ONNX Runtime runner. Tensors wrap the typed arrays (no copy). Only what the caller
  * needs is fetched: a denoising step takes the `[B, S]` readout instead of the `[B, S, V]`
  * logits when the session has it, and the present key/values only on a prefill or a commit.
+ * ONNX Runtime runs the whole graph whatever is fetched, so a prefill also switches the
+ * output head off when the session has the switch (onnx-head.ts).
  */
 export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): ForwardRunner {
   const presentNames: string[] = [];
   for (let l = 0; l < shape.layers; l++) presentNames.push(`present.${l}.key`, `present.${l}.value`);
   const hasReadout = session.outputNames.includes(READOUT_CONFIDENCE) && session.outputNames.includes(READOUT_TOKEN);
+  const hasHeadSwitch = session.inputNames.includes(HEAD_SWITCH);
   const outputNames = (fetch: ForwardFetch) => [
-    ...(fetch.output === "readout" && hasReadout ? [READOUT_CONFIDENCE, READOUT_TOKEN] : ["logits"]),
+    ...(fetch.output === "none" ? [] : fetch.output === "readout" && hasReadout ? [READOUT_CONFIDENCE, READOUT_TOKEN] : ["logits"]),
     ...(fetch.present ? presentNames : []),
   ];
   return {
     async run(inputs, fetch) {
+      if (fetch.output === "none" && !fetch.present) throw new Error("a forward must fetch something: output \"none\" needs present");
       const { batch: B, seq: S, past: P } = inputs;
       const feeds: Record<string, ort.Tensor> = {
         input_ids: new ort.Tensor("int64", inputs.inputIds, [B, S]),
         position_ids: new ort.Tensor("int64", inputs.positionIds, [B, S]),
         attention_mask: new ort.Tensor("float32", inputs.attentionMask, [B, 1, S, P + S]),
       };
+      if (hasHeadSwitch) feeds[HEAD_SWITCH] = new ort.Tensor("bool", Uint8Array.of(fetch.output === "none" ? 0 : 1), []);
       const kvDims = [B, shape.heads, P, shape.headDim];
       inputs.pastKeyValues.forEach((layer, l) => {
         feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", layer.key, kvDims);
