@@ -1,25 +1,13 @@
 import { create } from "@bufbuild/protobuf";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SettleRequestSchema, UsageKind, type SettleRequest } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { startNatsServer, type NatsServerHandle } from "../../test/nats/nats-server.js";
+import { useNats } from "../../test/nats/nats-server.js";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { ensureUsageStream, natsUsageSink, startUsageConsumer, USAGE_STREAM, USAGE_SUBJECT, usageAckWaitMs } from "./usage-stream.js";
 
 const logger = pino({ level: "silent" });
-let server: NatsServerHandle;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  await ensureUsageStream(nc);
-});
-afterAll(async () => {
-  await nc?.drain();
-  await server?.dispose();
-});
+const nats = useNats({ usageStream: true });
 
 const event = (requestId: string, completionTokens: number): SettleRequest =>
   create(SettleRequestSchema, {
@@ -40,8 +28,8 @@ async function until(check: () => boolean, ms = 5_000) {
 describe("usage stream", () => {
   it("delivers each request id once, even when published twice", async () => {
     const seen: string[] = [];
-    const consumer = startUsageConsumer(nc, async (e) => void seen.push(e.requestId), logger);
-    const sink = natsUsageSink(nc);
+    const consumer = startUsageConsumer(nats.nc, async (e) => void seen.push(e.requestId), logger);
+    const sink = natsUsageSink(nats.nc);
     await sink.publish(event("req-a", 5));
     await sink.publish(event("req-a", 5));
     await sink.publish(event("req-b", 7));
@@ -55,7 +43,7 @@ describe("usage stream", () => {
     let attempts = 0;
     const settled: SettleRequest[] = [];
     const consumer = startUsageConsumer(
-      nc,
+      nats.nc,
       async (e) => {
         attempts += 1;
         if (attempts === 1) throw new Error("accounting store unavailable");
@@ -63,7 +51,7 @@ describe("usage stream", () => {
       },
       logger,
     );
-    await natsUsageSink(nc).publish(event("req-c", 3));
+    await natsUsageSink(nats.nc).publish(event("req-c", 3));
     await until(() => settled.length === 1);
     await consumer.stop();
     expect(attempts).toBe(2);
@@ -71,19 +59,19 @@ describe("usage stream", () => {
 
     // Nothing is left for a second consumer: the acked event is gone from the work queue.
     const again: string[] = [];
-    const second = startUsageConsumer(nc, async (e) => void again.push(e.requestId), logger);
+    const second = startUsageConsumer(nats.nc, async (e) => void again.push(e.requestId), logger);
     await new Promise((r) => setTimeout(r, 500));
     await second.stop();
     expect(again).toEqual([]);
   });
 
   it("sets the consumer's ack wait, also on an existing consumer (TESSERA_USAGE_ACK_WAIT_MS)", async () => {
-    await ensureUsageStream(nc, { ackWaitMs: 5_000 });
-    expect(await usageAckWaitMs(nc)).toBe(5_000);
-    await ensureUsageStream(nc, { ackWaitMs: 7_000 });
-    expect(await usageAckWaitMs(nc)).toBe(7_000);
-    await ensureUsageStream(nc);
-    expect(await usageAckWaitMs(nc)).toBe(7_000);
+    await ensureUsageStream(nats.nc, { ackWaitMs: 5_000 });
+    expect(await usageAckWaitMs(nats.nc)).toBe(5_000);
+    await ensureUsageStream(nats.nc, { ackWaitMs: 7_000 });
+    expect(await usageAckWaitMs(nats.nc)).toBe(7_000);
+    await ensureUsageStream(nats.nc);
+    expect(await usageAckWaitMs(nats.nc)).toBe(7_000);
   });
 
   it("settles events concurrently, and drops a malformed one instead of redelivering it forever", async () => {
@@ -91,7 +79,7 @@ describe("usage stream", () => {
     let most = 0;
     const settled: string[] = [];
     const consumer = startUsageConsumer(
-      nc,
+      nats.nc,
       async (e) => {
         active += 1;
         most = Math.max(most, active);
@@ -102,8 +90,8 @@ describe("usage stream", () => {
       logger,
       { concurrency: 8 },
     );
-    await jetstream(nc).publish(`${USAGE_SUBJECT}.1`, new Uint8Array([0xff, 0xff, 0xff]), { msgID: "garbage" });
-    const sink = natsUsageSink(nc);
+    await jetstream(nats.nc).publish(`${USAGE_SUBJECT}.1`, new Uint8Array([0xff, 0xff, 0xff]), { msgID: "garbage" });
+    const sink = natsUsageSink(nats.nc);
     for (let i = 0; i < 16; i++) await sink.publish(event(`req-par-${i}`, i));
     await until(() => settled.length === 16);
     await new Promise((r) => setTimeout(r, 300));
@@ -112,7 +100,7 @@ describe("usage stream", () => {
     expect(most).toBeGreaterThan(1);
     expect(most).toBeLessThanOrEqual(8);
     // Nothing is left in the work queue: the malformed event was terminated, not left to redeliver.
-    const info = await (await jetstreamManager(nc)).streams.info(USAGE_STREAM);
+    const info = await (await jetstreamManager(nats.nc)).streams.info(USAGE_STREAM);
     expect(info.state.messages).toBe(0);
   });
 });

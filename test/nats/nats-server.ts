@@ -2,6 +2,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll } from "vitest";
+import { ensureUsageStream } from "../../lib/nats/usage-stream.js";
 
 export interface NatsServerHandle {
   url: string;
@@ -76,4 +79,27 @@ export async function startNatsServer(): Promise<NatsServerHandle> {
       rmSync(storeDir, { recursive: true, force: true });
     },
   };
+}
+
+export interface NatsForTests {
+  server: NatsServerHandle;
+  nc: NatsConnection;
+}
+
+/**
+ * A real nats-server and a connection to it for the suite: started before its tests (with
+ * the usage stream when asked), drained and removed after them.
+ */
+export function useNats(options: { usageStream?: boolean } = {}): NatsForTests {
+  const nats = {} as NatsForTests;
+  beforeAll(async () => {
+    nats.server = await startNatsServer();
+    nats.nc = await connect({ servers: nats.server.url });
+    if (options.usageStream) await ensureUsageStream(nats.nc);
+  });
+  afterAll(async () => {
+    await nats.nc?.drain();
+    await nats.server?.dispose();
+  });
+  return nats;
 }

@@ -1,27 +1,16 @@
 import { create } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AccountingService, SettleRequestSchema, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { createInProcessTransport } from "../../lib/in-process-transport.js";
 import { silentLogger } from "../../lib/logger.js";
-import { ensureUsageStream, natsUsageSink, startUsageConsumer } from "../../lib/nats/usage-stream.js";
+import { natsUsageSink, startUsageConsumer } from "../../lib/nats/usage-stream.js";
 import { createMemoryStore, type Store } from "../../lib/store/index.js";
 import { directUsageSink, type UsageSink } from "../../lib/usage/sink.js";
 import { createAccountingService } from "../../services/accounting/service.js";
-import { startNatsServer, type NatsServerHandle } from "./nats-server.js";
+import { useNats } from "./nats-server.js";
 
-let server: NatsServerHandle;
-let nc: NatsConnection;
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  await ensureUsageStream(nc);
-});
-afterAll(async () => {
-  await nc?.drain();
-  await server?.dispose();
-});
+const nats = useNats({ usageStream: true });
 
 interface SinkUnderTest {
   sink: UsageSink;
@@ -87,6 +76,6 @@ function runUsageSinkContract(name: string, make: (accounting: Client<typeof Acc
 runUsageSinkContract("direct (embedded)", (accounting) => ({ sink: directUsageSink(accounting), close: async () => undefined }));
 
 runUsageSinkContract("NATS stream + accounting's consumer", (accounting) => {
-  const consumer = startUsageConsumer(nc, async (event) => void (await accounting.settle(event)), silentLogger());
-  return { sink: natsUsageSink(nc), close: () => consumer.stop() };
+  const consumer = startUsageConsumer(nats.nc, async (event) => void (await accounting.settle(event)), silentLogger());
+  return { sink: natsUsageSink(nats.nc), close: () => consumer.stop() };
 });
