@@ -6,6 +6,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccountStatus } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { roomInThisMinute } from "../helpers/clock-minute.js";
 
 let tessera: TestTessera;
 let client: OpenAI;
@@ -402,6 +403,7 @@ describe("chat completions: errors", () => {
   it("429 rate_limit_error (with retry-after) when a key passes its per-minute limit", async () => {
     const key = await tessera.createKey({ rpm: 2 });
     const limited = clientFor(tessera, key.apiKey);
+    await roomInThisMinute(15_000);
     await limited.chat.completions.create({ ...ask, max_tokens: 1 });
     await limited.chat.completions.create({ ...ask, max_tokens: 1 });
     const error = await limited.chat.completions.create({ ...ask, max_tokens: 1 }).catch((e: unknown) => e);

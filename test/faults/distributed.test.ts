@@ -16,6 +16,7 @@ import { USAGE_CONSUMER, USAGE_STREAM } from "../../lib/nats/usage-stream.js";
 import { bearerInterceptor, connectTransport } from "../../lib/remote/clients.js";
 import { REPO_ROOT, TEST_SERVING_ID } from "../helpers/tessera.js";
 import { startCluster, type Cluster, type TesseraProcess } from "./cluster.js";
+import { roomInThisMinute } from "../helpers/clock-minute.js";
 
 let cluster: Cluster;
 
@@ -155,9 +156,7 @@ describe("distributed mode under faults", () => {
   it("admits exactly 60 of 200 parallel requests on a key limited to 60 per minute, spread over both gateways", async () => {
     const { apiKey } = await newKey(60);
     const admitsBefore = await Promise.all(cluster.accounting.map((a) => rpcCount(a, "Admit")));
-    // Fixed one-minute windows: keep the burst inside one clock minute.
-    const intoMinute = Date.now() % 60_000;
-    if (intoMinute > 50_000) await sleep(60_000 - intoMinute + 100);
+    await roomInThisMinute(10_000);
 
     const responses = await Promise.all(
       Array.from({ length: 200 }, async (_, i) => {

@@ -4,6 +4,7 @@ import { AccountStatus, UsageKind } from "../../gen/tessera/accounting/v1/accoun
 import { OverloadedSchema } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { startFakeInferenceWorker, type FakeWorker } from "../helpers/fake-worker.js";
 import { newApiKey, startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { roomInThisMinute } from "../helpers/clock-minute.js";
 
 let tessera: TestTessera;
 
@@ -160,6 +161,7 @@ describe("limits and failures over HTTP", () => {
     try {
       for (const route of ROUTES) {
         const key = await tessera.createKey({ rpm: 1 });
+        await roomInThisMinute(5_000);
         const first = await call(route, key.apiKey);
         expect(first.res.status, route.name).not.toBe(429);
         const { res, body } = await call(route, key.apiKey);

@@ -5,6 +5,7 @@ import { AccountingService } from "../../gen/tessera/accounting/v1/accounting_pb
 import { DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { roomInThisMinute } from "../helpers/clock-minute.js";
 
 let tessera: TestTessera;
 
@@ -68,6 +69,7 @@ describe("typed clients on the public port", () => {
 
     const key = await tessera.createKey({ rpm: 1 });
     const limited = createClient(RegistryService, transport(key.apiKey));
+    await roomInThisMinute(5_000);
     await limited.listModels({});
     expect(await codeOf(limited.listModels({}))).toBe(Code.ResourceExhausted);
   });

@@ -1,6 +1,7 @@
 import { Agent, request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { roomInThisMinute } from "../helpers/clock-minute.js";
 
 let tessera: TestTessera;
 
@@ -26,9 +27,7 @@ describe("the per-minute limit under concurrency", () => {
   it("admits exactly 60 of 200 parallel requests on a key limited to 60 per minute", async () => {
     tessera.announceWorker();
     const key = await tessera.createKey({ rpm: 60 });
-    // Windows are clock minutes: start well inside one, or the burst could span two.
-    const left = 60_000 - (Date.now() % 60_000);
-    if (left < 15_000) await new Promise((resolve) => setTimeout(resolve, left + 100));
+    await roomInThisMinute(15_000);
     // One connection per request, all opened at once.
     const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
     const statuses = await Promise.all(Array.from({ length: 200 }, () => get(`${tessera.url}/v1/models`, key.apiKey, agent)));
