@@ -50,7 +50,7 @@ describe("NATS going away and coming back", () => {
       const { err, ms } = await failure(work);
       expect(err).toBeInstanceOf(ConnectError);
       expect(err.code).toBe(Code.Unavailable);
-      expect(ms).toBeLessThan(200);
+      expect(ms).toBeLessThan(500); // well under the 1 s KV timeout: refused at once, not timed out
     }
     expect(() => link.ensureConnected()).toThrow(/NATS is unreachable/);
 
