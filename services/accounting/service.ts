@@ -25,7 +25,7 @@ import { invalidArgument, notFound, permissionDenied, quotaExceeded, rateLimited
 import { hashApiKey, isWellFormedApiKey, isWellFormedId, newApiKey, requestKey } from "./ids.js";
 import { isUtcDay, readUsage, recordUsage, utcDay } from "./ledger.js";
 import { chargeQuota, reserveQuota } from "./quota.js";
-import { takeRequest, takeRequestNow } from "./rate-limit.js";
+import { takeRequest, takeRequestNow, type RateDecision } from "./rate-limit.js";
 import { updatesNow } from "../../lib/store/memory.js";
 import {
   accountInfo,
@@ -129,65 +129,36 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
   function admitWith(req: AdmitRequest, key: KeyRecord, account: AccountRecord): AdmitResponse | Promise<AdmitResponse> {
     const kind = requireKind(req.kind);
     if (kind !== undefined) requireRequestId(req.requestId);
-    const reserve = toCount(req.reserveTokens, "reserve_tokens");
-    const now = clock();
-
+    const admission: Admission = { req, key, account, kind, reserve: toCount(req.reserveTokens, "reserve_tokens"), now: clock() };
     const limit = key.rpm || defaultRpm;
-    let remaining = UNLIMITED_REMAINING;
-    let resetSeconds = Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000));
-    if (limit > 0) {
-      if (!updatesNow(buckets.rates)) return admitAfterRate(req, key, account, kind, reserve, now, limit);
-      const decision = takeRequestNow(buckets.rates, key.id, limit, now);
-      if (!decision.admitted) throw rateLimited(limit, decision.resetSeconds);
-      remaining = decision.remaining;
-      resetSeconds = decision.resetSeconds;
+    if (limit <= 0) {
+      const resetSeconds = Math.max(1, Math.ceil((60_000 - (admission.now % 60_000)) / 1000));
+      return reserveAndAnswer(admission, { admitted: true, remaining: UNLIMITED_REMAINING, resetSeconds });
     }
-    if (kind !== undefined && quotaOf(account, kind) > 0) return reserveThenAnswer(req, key, account, kind, reserve, now, remaining, resetSeconds);
-    return admitResponse(remaining, resetSeconds);
+    if (!updatesNow(buckets.rates)) {
+      const shared = guardStore(takeRequest(buckets.rates, key.id, limit, admission.now));
+      return shared.then((rate) => reserveAndAnswer(admission, checkRate(rate, limit)));
+    }
+    return reserveAndAnswer(admission, checkRate(takeRequestNow(buckets.rates, key.id, limit, admission.now), limit));
   }
 
-  /** Admit's rate limit on a shared store (compare-and-set), then the rest. */
-  async function admitAfterRate(
-    req: AdmitRequest,
-    key: KeyRecord,
-    account: AccountRecord,
-    kind: QuotaKind | undefined,
-    reserve: number,
-    now: number,
-    limit: number,
-  ): Promise<AdmitResponse> {
-    const decision = await guardStore(takeRequest(buckets.rates, key.id, limit, now));
-    if (!decision.admitted) throw rateLimited(limit, decision.resetSeconds);
-    if (kind !== undefined && quotaOf(account, kind) > 0) {
-      return reserveThenAnswer(req, key, account, kind, reserve, now, decision.remaining, decision.resetSeconds);
-    }
-    return admitResponse(decision.remaining, decision.resetSeconds);
-  }
-
-  /** Admit's quota reservation (finite quotas only), then the answer. */
-  async function reserveThenAnswer(
-    req: AdmitRequest,
-    key: KeyRecord,
-    account: AccountRecord,
-    kind: QuotaKind,
-    reserve: number,
-    now: number,
-    remaining: number,
-    resetSeconds: number,
-  ): Promise<AdmitResponse> {
-    const quota = quotaOf(account, kind);
-    const outcome = await guardStore(
-      reserveQuota(buckets.quotas, account.id, {
-        requestKey: requestKey(key.id, req.requestId),
-        kind,
-        tokens: reserve,
-        quota,
-        now,
-        reservationTtlMs,
-      }),
-    );
-    if (!outcome.ok) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, outcome.available);
-    return admitResponse(remaining, resetSeconds);
+  /** Admit's quota reservation (finite quotas only, so a promise only then), then the answer. */
+  function reserveAndAnswer({ req, key, account, kind, reserve, now }: Admission, rate: RateDecision): AdmitResponse | Promise<AdmitResponse> {
+    const answer = admitResponse(rate.remaining, rate.resetSeconds);
+    const quota = kind === undefined ? 0 : quotaOf(account, kind);
+    if (kind === undefined || quota <= 0) return answer;
+    const reservation = reserveQuota(buckets.quotas, account.id, {
+      requestKey: requestKey(key.id, req.requestId),
+      kind,
+      tokens: reserve,
+      quota,
+      now,
+      reservationTtlMs,
+    });
+    return guardStore(reservation).then((outcome) => {
+      if (!outcome.ok) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, outcome.available);
+      return answer;
+    });
   }
 
   const accountView = async (account: AccountRecord) =>
@@ -406,6 +377,21 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
     },
   };
   return impl;
+}
+
+/** What Admit knows of one request once its key and account are checked. */
+interface Admission {
+  req: AdmitRequest;
+  key: KeyRecord;
+  account: AccountRecord;
+  kind: QuotaKind | undefined;
+  reserve: number;
+  now: number;
+}
+
+function checkRate(rate: RateDecision, limit: number): RateDecision {
+  if (!rate.admitted) throw rateLimited(limit, rate.resetSeconds);
+  return rate;
 }
 
 const quotaOf = (account: AccountRecord, kind: QuotaKind) => (kind === "text" ? account.textQuota : account.decisionQuota);
