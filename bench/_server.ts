@@ -65,7 +65,9 @@ export async function startBenchServer(
   let url = "";
   for (let i = 0; i < 1200 && url === ""; i++) {
     if (child.exitCode !== null) throw new Error(`tessera exited with ${child.exitCode}:\n${readFileSync(logFile, "utf8")}`);
-    const line = readFileSync(logFile, "utf8").split("\n").find((l) => l.includes('"tessera listening"'));
+    const line = readFileSync(logFile, "utf8")
+      .split("\n")
+      .find((l) => l.includes('"tessera listening"'));
     if (line !== undefined) url = (JSON.parse(line) as { url: string }).url;
     else await new Promise((r) => setTimeout(r, 100));
   }

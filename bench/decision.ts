@@ -101,7 +101,11 @@ const SENTENCES = [
 const QUESTIONS: Record<string, unknown> = {
   urgent: { type: "noul", instructions: "Is this ticket urgent?" },
   escalate: { type: "noul", instructions: "Should an engineer be paged?", criteria: { true: "page now", false: "next business day" } },
-  team: { type: "choice", instructions: "Which team owns this?", criteria: { billing: null, "data platform": "exports", storage: "uploads and disks", support: null } },
+  team: {
+    type: "choice",
+    instructions: "Which team owns this?",
+    criteria: { billing: null, "data platform": "exports", storage: "uploads and disks", support: null },
+  },
   mood: { type: "score", instructions: "How upset is the customer?", criteria: ["calm", "concerned", "upset", "furious"] },
   churn: { type: "score", instructions: "Risk that the customer leaves?", criteria: ["low", "medium", "high"] },
   cause: { type: "choice", criteria: { network: null, storage: null, "query size": null, "client bug": null, unknown: null } },
@@ -184,8 +188,14 @@ async function openRig(modelDir: string): Promise<Rig> {
       };
     },
   });
-  const registry = createClient(RegistryService, createRouterTransport(({ service }) => service(RegistryService, fakeRegistry(DEFAULT_CATALOG))));
-  const decision = createClient(DecisionService, createRouterTransport(decisionRoutes({ registry, inferenceFor: () => timedInference, logger })));
+  const registry = createClient(
+    RegistryService,
+    createRouterTransport(({ service }) => service(RegistryService, fakeRegistry(DEFAULT_CATALOG))),
+  );
+  const decision = createClient(
+    DecisionService,
+    createRouterTransport(decisionRoutes({ registry, inferenceFor: () => timedInference, logger })),
+  );
 
   return {
     pool,

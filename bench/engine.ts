@@ -71,7 +71,12 @@ function chatPrompt(model: ModelDir, content: string): number[] {
   );
 }
 
-async function generateOne(engine: ModelEngine, model: ModelDir, prompt: number[], maxTokens: number): Promise<{ tokens: number; forwards: number }> {
+async function generateOne(
+  engine: ModelEngine,
+  model: ModelDir,
+  prompt: number[],
+  maxTokens: number,
+): Promise<{ tokens: number; forwards: number }> {
   const stream = await engine.scheduler.generate({
     prompt,
     maxTokens,
@@ -83,7 +88,13 @@ async function generateOne(engine: ModelEngine, model: ModelDir, prompt: number[
   throw new Error("no finished event");
 }
 
-async function generateAll(engine: ModelEngine, model: ModelDir, prompts: string[], maxTokens: number, recorded: () => RecordedForward[]): Promise<Run> {
+async function generateAll(
+  engine: ModelEngine,
+  model: ModelDir,
+  prompts: string[],
+  maxTokens: number,
+  recorded: () => RecordedForward[],
+): Promise<Run> {
   const before = recorded().length;
   const started = performance.now();
   const results = await Promise.all(prompts.map((p) => generateOne(engine, model, chatPrompt(model, p), maxTokens)));
@@ -114,7 +125,11 @@ async function bareReplay(model: ModelDir, bare: ort.InferenceSession, recorded:
       const { batch: B, seq: S, past: P } = f;
       feeds = {
         input_ids: new ort.Tensor("int64", new BigInt64Array(B * S).fill(BigInt(c.padTokenId)), [B, S]),
-        position_ids: new ort.Tensor("int64", BigInt64Array.from({ length: B * S }, (_, i) => BigInt(P + (i % S))), [B, S]),
+        position_ids: new ort.Tensor(
+          "int64",
+          BigInt64Array.from({ length: B * S }, (_, i) => BigInt(P + (i % S))),
+          [B, S],
+        ),
         attention_mask: new ort.Tensor("float32", new Float32Array(B * S * (P + S)), [B, 1, S, P + S]),
       };
       for (let l = 0; l < c.numLayers; l++) {
@@ -158,7 +173,12 @@ interface PrefillRow {
  * allows), through the engine, with the output head skipped as the engine does it and with
  * it computed (the prefill asks for the readout, as it did before onnx-head.ts), alternated.
  */
-async function benchPrefill(engine: ModelEngine, model: ModelDir, recorded: () => RecordedForward[], setHead: (on: boolean) => void): Promise<PrefillRow> {
+async function benchPrefill(
+  engine: ModelEngine,
+  model: ModelDir,
+  recorded: () => RecordedForward[],
+  setHead: (on: boolean) => void,
+): Promise<PrefillRow> {
   const c = model.config;
   const target = Math.min(PREFILL_PROMPT_TOKENS, c.maxPositions - 2 * c.blockSize);
   const sentence = "The customer reports that the nightly export has failed three times this week, each time after about thirty minutes. ";
@@ -172,7 +192,9 @@ async function benchPrefill(engine: ModelEngine, model: ModelDir, recorded: () =
       setHead(head);
       const before = recorded().length;
       await generateOne(engine, model, prompt, 1);
-      const prefills = recorded().slice(before).filter((f) => f.fetch.output === "none");
+      const prefills = recorded()
+        .slice(before)
+        .filter((f) => f.fetch.output === "none");
       forwards = prefills.length;
       if (i > 0) (head ? times.computed : times.skipped).push(prefills.reduce((sum, f) => sum + f.ms, 0)); // the first round warms up
     }
@@ -254,7 +276,12 @@ async function benchModel(dir: string, workload: Workload): Promise<{ rows: Row[
         overhead: seconds / bareSeconds - 1,
       });
     }
-    prefill = await benchPrefill(engine, model, () => recorded, (on) => (headOnPrefill = on));
+    prefill = await benchPrefill(
+      engine,
+      model,
+      () => recorded,
+      (on) => (headOnPrefill = on),
+    );
   } finally {
     await engine.close();
     await bare.release();
@@ -306,7 +333,10 @@ export async function run(dirs: string[] = []): Promise<void> {
   const targets: [string, Workload][] =
     dirs.length > 0
       ? dirs.map((d) => [path.resolve(d), path.resolve(d) === TINY_MODEL_DIR ? TINY : BUNDLED])
-      : [[TINY_MODEL_DIR, TINY], ...(existsSync(path.join(BUNDLED_DIR, "config.json")) ? ([[BUNDLED_DIR, BUNDLED]] as [string, Workload][]) : [])];
+      : [
+          [TINY_MODEL_DIR, TINY],
+          ...(existsSync(path.join(BUNDLED_DIR, "config.json")) ? ([[BUNDLED_DIR, BUNDLED]] as [string, Workload][]) : []),
+        ];
   const rows: Row[] = [];
   const prefills: PrefillRow[] = [];
   for (const [dir, workload] of targets) {
@@ -317,7 +347,9 @@ export async function run(dirs: string[] = []): Promise<void> {
   const threads = THREADS > 0 ? String(THREADS) : "ONNX Runtime's default";
   console.log(`threshold 0.9, best of ${REPEATS} runs each, ONNX Runtime on the CPU, intra-op threads: ${threads} (TESSERA_BENCH_THREADS)`);
   console.log("ms/step: engine wall time per forward; of which run: inside session.run in that run;");
-  console.log("bare ms/step: the same forwards replayed on a plain session of the model file (logits fetched); overhead = ms/step / bare - 1");
+  console.log(
+    "bare ms/step: the same forwards replayed on a plain session of the model file (logits fetched); overhead = ms/step / bare - 1",
+  );
   print(rows);
   for (const p of prefills) {
     console.log(

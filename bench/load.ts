@@ -1,19 +1,9 @@
-// Mixed load on the embedded server (issue 7): 60 s of GET /v1/models, POST /v1/systemone,
-// POST /v1/chat/completions and streamed chat completions at once, each from its own
-// autocannon instance, against `tessera serve` in a process of its own. Every answer must be
-// 2xx or a documented 429/529; prints p50/p99 per route, RSS at start and end. Runs on the tiny
-// test model, then on the bundled model when models/tessera-bd-small exists.
-//   npm run bench -- load   (or: npx tsx bench/load.ts)   [BENCH_DURATION=60] [BENCH_MODELS=tiny,bundled]
-import { spawn, type ChildProcess } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon, { type Result } from "autocannon";
 import { runOnEachModel, startBenchServer, type BenchServer } from "./_server.js";
 
-const root = resolve(import.meta.dirname, "..");
+const _root = resolve(import.meta.dirname, "..");
 const DURATION = Number(process.env["BENCH_DURATION"] ?? 60);
 
 export interface RouteLoad {
@@ -81,7 +71,13 @@ export function mixedRoutes(): RouteLoad[] {
         },
       },
     },
-    { name: "POST /v1/chat/completions", method: "POST", path: "/v1/chat/completions", connections: 2, body: { model: "textmodel-26b", max_tokens: 16, messages } },
+    {
+      name: "POST /v1/chat/completions",
+      method: "POST",
+      path: "/v1/chat/completions",
+      connections: 2,
+      body: { model: "textmodel-26b", max_tokens: 16, messages },
+    },
     {
       name: "POST /v1/chat/completions (stream)",
       method: "POST",
@@ -111,7 +107,9 @@ export function summarize(route: RouteLoad, result: Result, tally: Tally) {
 
 /** True when every answer was 2xx or a documented 429/529 (with retry-after), and nothing failed. */
 export function allDocumented(tallies: Tally[], results: Result[]): boolean {
-  const statusesOk = tallies.every((t) => Object.keys(t.statuses).every((s) => /^2\d\d$/.test(s) || s === "429" || s === "529") && t.overloadedWithoutRetryAfter === 0);
+  const statusesOk = tallies.every(
+    (t) => Object.keys(t.statuses).every((s) => /^2\d\d$/.test(s) || s === "429" || s === "529") && t.overloadedWithoutRetryAfter === 0,
+  );
   return statusesOk && results.every((r) => r.errors + r.timeouts === 0);
 }
 
@@ -131,9 +129,24 @@ async function runModel(name: string, modelDir: string) {
     const rows = routes.map((route, i) => summarize(route, results[i]!, runs[i]!.tally));
     console.log(`\nmixed load, ${name} model (${modelDir}), ${DURATION} s:`);
     console.table(rows);
-    const ok = allDocumented(runs.map((r) => r.tally), results);
-    console.log(`RSS ${(rssStart / MiB).toFixed(0)} MiB at start, ${(rssEnd / MiB).toFixed(0)} MiB at end; every answer 2xx or documented 429/529: ${ok ? "yes" : "NO"}`);
-    console.log(JSON.stringify({ bench: "load", model: name, durationS: DURATION, rssStartMiB: Math.round(rssStart / MiB), rssEndMiB: Math.round(rssEnd / MiB), allDocumented: ok, routes: rows }));
+    const ok = allDocumented(
+      runs.map((r) => r.tally),
+      results,
+    );
+    console.log(
+      `RSS ${(rssStart / MiB).toFixed(0)} MiB at start, ${(rssEnd / MiB).toFixed(0)} MiB at end; every answer 2xx or documented 429/529: ${ok ? "yes" : "NO"}`,
+    );
+    console.log(
+      JSON.stringify({
+        bench: "load",
+        model: name,
+        durationS: DURATION,
+        rssStartMiB: Math.round(rssStart / MiB),
+        rssEndMiB: Math.round(rssEnd / MiB),
+        allDocumented: ok,
+        routes: rows,
+      }),
+    );
     return ok;
   } finally {
     await server.stop();

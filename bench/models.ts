@@ -126,18 +126,31 @@ export async function run(): Promise<void> {
       rounds.tessera.push(await load(tessera.child, url, headers, DURATION / ROUNDS));
       rounds.bare.push(await load(bare.child, bareUrl, {}, DURATION / ROUNDS));
     }
-    const logLines = readFileSync(tessera.logFile, "utf8").split("\n").filter((l) => l.includes('"msg":"request"')).length;
+    const logLines = readFileSync(tessera.logFile, "utf8")
+      .split("\n")
+      .filter((l) => l.includes('"msg":"request"')).length;
     await stop(tessera.child);
     await stop(bare.child);
 
     const a = summary("tessera, authenticated", rounds.tessera);
     const b = summary("bare node:http, same bytes", rounds.bare);
     const ratio = a.requestsPerSecond / b.requestsPerSecond;
-    console.log(`GET /v1/models: ${CONNECTIONS} connections, ${DURATION} s each, ${Buffer.byteLength(bytes)}-byte body, ${logLines} request log lines written`);
+    console.log(
+      `GET /v1/models: ${CONNECTIONS} connections, ${DURATION} s each, ${Buffer.byteLength(bytes)}-byte body, ${logLines} request log lines written`,
+    );
     console.table([a, b]);
     console.log(`ratio ${ratio.toFixed(2)} (goal >= 0.5): ${ratio >= 0.5 ? "met" : "NOT met"}`);
     if (a.non2xx + a.errors > 0) console.log("warning: tessera answered non-2xx or failed during the run");
-    console.log(JSON.stringify({ bench: "models", connections: CONNECTIONS, durationS: DURATION, tessera: a, bare: b, ratio: Number(ratio.toFixed(3)) }));
+    console.log(
+      JSON.stringify({
+        bench: "models",
+        connections: CONNECTIONS,
+        durationS: DURATION,
+        tessera: a,
+        bare: b,
+        ratio: Number(ratio.toFixed(3)),
+      }),
+    );
   } finally {
     for (const child of children) await stop(child);
     await tessera.stop();

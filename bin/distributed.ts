@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import type { Server } from "node:http";
 import { hostname } from "node:os";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client, type ConnectRouter, type ServiceImpl, type Transport } from "@connectrpc/connect";
@@ -73,7 +72,8 @@ export function distributedConfigProblems(config: Config, services: readonly Ser
     problems.push(`TESSERA_NATS_URL: distributed mode (tessera serve ${services.join(" ")}) needs NATS, e.g. nats://127.0.0.1:4222`);
   }
   const need = (service: ServiceName, setting: string, urls: readonly string[], by: string) => {
-    if (!has(service) && urls.length === 0 && !problems.some((p) => p.startsWith(`${setting}:`))) problems.push(`${setting}: the ${by} needs the ${service} service; run it in this process or give its Connect URL`);
+    if (!has(service) && urls.length === 0 && !problems.some((p) => p.startsWith(`${setting}:`)))
+      problems.push(`${setting}: the ${by} needs the ${service} service; run it in this process or give its Connect URL`);
   };
   if (has("gateway")) {
     need("accounting", "TESSERA_ACCOUNTING_URL", config.accountingUrls, "gateway");
@@ -144,7 +144,10 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
       readiness.push({ name: "store", check: started.storeReady });
     } else if (has("gateway")) {
       const interceptors = config.internalToken === undefined ? [] : [bearerInterceptor(config.internalToken)];
-      accounting = createClient(AccountingService, serviceTransport(config.accountingUrls, { timeoutMs: CONTROL_CALL_TIMEOUT_MS, interceptors }));
+      accounting = createClient(
+        AccountingService,
+        serviceTransport(config.accountingUrls, { timeoutMs: CONTROL_CALL_TIMEOUT_MS, interceptors }),
+      );
     }
 
     // Registry: the catalog, listed while a live worker serves each model.
@@ -164,7 +167,9 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
     if (has("inference")) {
       const served = servedModels(catalog!, logger);
       if (served.length === 0) {
-        throw new ConfigError([`TESSERA_MODELS_CONFIG: none of the model directories of ${config.modelsConfig} exists; an inference worker needs at least one`]);
+        throw new ConfigError([
+          `TESSERA_MODELS_CONFIG: none of the model directories of ${config.modelsConfig} exists; an inference worker needs at least one`,
+        ]);
       }
       const worker = await startInferenceWorker(served, config, logger, metrics);
       pool = worker.pool;
@@ -193,7 +198,11 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
     let decisionService: ServiceImpl<typeof DecisionService> | undefined;
     let decision: Client<typeof DecisionService> | undefined;
     if (has("decision")) {
-      decisionService = createDecisionService({ registry: registry!, inferenceFor: inferenceFor!, logger: logger.child({ service: "decision" }) });
+      decisionService = createDecisionService({
+        registry: registry!,
+        inferenceFor: inferenceFor!,
+        logger: logger.child({ service: "decision" }),
+      });
       decision = createClient(DecisionService, inProcess(DecisionService, decisionService));
     } else if (has("gateway")) {
       decision = createClient(DecisionService, serviceTransport(config.decisionUrls));
@@ -239,7 +248,10 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
           routes: (router) => {
             router.service(RegistryService, registryService ?? forwardingImpl(RegistryService, () => registry!));
             router.service(DecisionService, decisionService ?? forwardingImpl(DecisionService, () => decision!));
-            router.service(InferenceService, forwardingImpl(InferenceService, (req) => inferenceFor!((req as { model: string }).model)));
+            router.service(
+              InferenceService,
+              forwardingImpl(InferenceService, (req) => inferenceFor!((req as { model: string }).model)),
+            );
           },
           accounting: gate,
           logger,
@@ -264,7 +276,9 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
           if (inferenceService !== undefined) router.service(InferenceService, inferenceService);
           if (decisionService !== undefined) router.service(DecisionService, decisionService);
         },
-        interceptors: has("accounting") ? [accountingAuthInterceptor({ adminToken: config.adminToken, internalToken: config.internalToken })] : [],
+        interceptors: has("accounting")
+          ? [accountingAuthInterceptor({ adminToken: config.adminToken, internalToken: config.internalToken })]
+          : [],
         readiness,
         metrics,
         logger,
@@ -298,7 +312,10 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
       cleanups.push({ name: "heartbeats", run: () => beats.stop() });
     }
 
-    logger.info({ url, services, advertisedUrl, nats: redactUrl(config.natsUrl!), workerId: has("inference") ? config.workerId : undefined }, "tessera listening");
+    logger.info(
+      { url, services, advertisedUrl, nats: redactUrl(config.natsUrl!), workerId: has("inference") ? config.workerId : undefined },
+      "tessera listening",
+    );
 
     let closing: Promise<void> | undefined;
     return {
@@ -345,8 +362,15 @@ async function startAccounting(config: Config, nats: NatsLink, logger: Logger): 
     logger,
     defaultRequestsPerMinute: config.defaultRequestsPerMinute,
   });
-  const client = createClient(AccountingService, createInProcessTransport((r) => r.service(AccountingService, service)));
-  await retryWhileStarting(() => ensureUsageStream(nats.nc, { replicas: config.natsReplicas, ackWaitMs: config.usageAckWaitMs }), logger, "usage stream");
+  const client = createClient(
+    AccountingService,
+    createInProcessTransport((r) => r.service(AccountingService, service)),
+  );
+  await retryWhileStarting(
+    () => ensureUsageStream(nats.nc, { replicas: config.natsReplicas, ackWaitMs: config.usageAckWaitMs }),
+    logger,
+    "usage stream",
+  );
   const consumer = startUsageConsumer(
     nats.nc,
     async (event) => {
@@ -355,7 +379,10 @@ async function startAccounting(config: Config, nats: NatsLink, logger: Logger): 
       } catch (err) {
         // An event that can never settle (its key does not exist, it is malformed) is logged and dropped, not redelivered forever.
         if (err instanceof ConnectError && (err.code === Code.NotFound || err.code === Code.InvalidArgument)) {
-          logger.error({ err, keyId: event.keyId, requestId: event.requestId, usage: event.usage }, "usage event cannot be settled; dropped");
+          logger.error(
+            { err, keyId: event.keyId, requestId: event.requestId, usage: event.usage },
+            "usage event cannot be settled; dropped",
+          );
           return;
         }
         throw err;
@@ -366,7 +393,11 @@ async function startAccounting(config: Config, nats: NatsLink, logger: Logger): 
   // Several replicas start at once and logs are collected: no key is generated and printed
   // here (unlike the embedded first start); TESSERA_BOOTSTRAP_KEY, when set, is made to exist.
   if (config.bootstrapKey !== undefined) {
-    await retryWhileStarting(() => ensureFirstKey({ accounting: client, bootstrapKey: config.bootstrapKey, out: process.stdout, logger }), logger, "bootstrap key");
+    await retryWhileStarting(
+      () => ensureFirstKey({ accounting: client, bootstrapKey: config.bootstrapKey, out: process.stdout, logger }),
+      logger,
+      "bootstrap key",
+    );
   } else {
     logger.info("no TESSERA_BOOTSTRAP_KEY: create keys with `tessera keys create` (TESSERA_ACCOUNTING_URL and TESSERA_ADMIN_TOKEN set)");
   }

@@ -1,6 +1,14 @@
 import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
-import { Code, ConnectError, createClient, createRouterTransport, type Client, type ServiceImpl, type Transport } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type Client,
+  type ServiceImpl,
+  type Transport,
+} from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AccountingService } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { DecisionService } from "../gen/tessera/decision/v1/decision_pb.js";
@@ -151,10 +159,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
     const readiness: ReadinessCheck[] = [
       {
         name: "models",
-        check: () =>
-          !modelsLoaded
-            ? `no model loaded: none of the model directories of ${config.modelsConfig} exists`
-            : true,
+        check: () => (!modelsLoaded ? `no model loaded: none of the model directories of ${config.modelsConfig} exists` : true),
       },
       {
         name: "store",

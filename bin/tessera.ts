@@ -56,7 +56,10 @@ async function serve(args: string[]): Promise<number> {
   }
   const logger = createLogger({ level: config.logLevel });
   if (!distributed && config.natsUrl !== undefined) {
-    logger.warn({ natsUrl: config.natsUrl }, "TESSERA_NATS_URL is set, but `tessera serve` without service names runs the embedded adapters; it is ignored");
+    logger.warn(
+      { natsUrl: config.natsUrl },
+      "TESSERA_NATS_URL is set, but `tessera serve` without service names runs the embedded adapters; it is ignored",
+    );
   }
   const app = distributed ? await startDistributed({ config, logger, services: names }) : await startEmbedded({ config, logger });
 

@@ -96,7 +96,11 @@ export function parseJson(body: Buffer, maxDepth = MAX_JSON_DEPTH): unknown {
   try {
     text = utf8.decode(body);
   } catch {
-    throw unparsable({ loc: ["body"], msg: "body is not valid UTF-8", type: "json_invalid" }, "The request body is not valid UTF-8.", "json_invalid");
+    throw unparsable(
+      { loc: ["body"], msg: "body is not valid UTF-8", type: "json_invalid" },
+      "The request body is not valid UTF-8.",
+      "json_invalid",
+    );
   }
   const parsed = parseJsonText(text, maxDepth);
   if (parsed.ok) return parsed.value;

@@ -12,11 +12,7 @@ import {
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { UsageKind, UsageSchema } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { DecisionService, type DecideResponse } from "../gen/tessera/decision/v1/decision_pb.js";
-import {
-  InferenceService,
-  type GenerateResponse,
-  type ScoreResponse,
-} from "../gen/tessera/inference/v1/inference_pb.js";
+import { InferenceService, type GenerateResponse, type ScoreResponse } from "../gen/tessera/inference/v1/inference_pb.js";
 import type { Logger } from "../lib/logger.js";
 import { MAX_BODY_BYTES } from "./body.js";
 import { errorBody, HttpError } from "./errors.js";
@@ -55,10 +51,7 @@ export function accountingInterceptor(
     const keyId = principal!.keyId;
     onAuthenticated(requestId, keyId);
     const kind = chargeOf(req.service.typeName, req.method.name);
-    await accounting.admit(
-      { keyId, requestId, kind, reserveTokens: 0n },
-      { signal: req.signal },
-    );
+    await accounting.admit({ keyId, requestId, kind, reserveTokens: 0n }, { signal: req.signal });
     const settle = (usage: { promptTokens?: number; completionTokens?: number; inputTokens?: number }) =>
       accounting
         .settle({

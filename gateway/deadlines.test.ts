@@ -19,7 +19,12 @@ describe("DeadlineQueue", () => {
     vi.useFakeTimers();
     let now = 0;
     const expired: string[] = [];
-    const queue = new DeadlineQueue<Item>(100, (i) => expired.push(`${i.name}@${now}`), fail, () => now);
+    const queue = new DeadlineQueue<Item>(
+      100,
+      (i) => expired.push(`${i.name}@${now}`),
+      fail,
+      () => now,
+    );
     const a = item("a");
     queue.add(a);
     expect(a.deadlineAt).toBe(100);
@@ -48,7 +53,12 @@ describe("DeadlineQueue", () => {
     vi.useFakeTimers();
     let now = 0;
     const expired: string[] = [];
-    const queue = new DeadlineQueue<Item>(50, (i) => expired.push(i.name), fail, () => now);
+    const queue = new DeadlineQueue<Item>(
+      50,
+      (i) => expired.push(i.name),
+      fail,
+      () => now,
+    );
     const a = item("a");
     queue.add(a);
     now = 10;
@@ -67,7 +77,12 @@ describe("DeadlineQueue", () => {
     vi.useFakeTimers();
     let now = 0;
     const expired: string[] = [];
-    const queue = new DeadlineQueue<Item>(20, (i) => expired.push(i.name), fail, () => now);
+    const queue = new DeadlineQueue<Item>(
+      20,
+      (i) => expired.push(i.name),
+      fail,
+      () => now,
+    );
     const a = item("a");
     queue.add(a);
     queue.delete(a);

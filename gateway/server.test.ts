@@ -16,7 +16,10 @@ let remaining = 41;
 const accounting: AccountingGate = {
   authenticate: async ({ apiKey }) => {
     if (apiKey !== KEY) throw new Error("unknown key");
-    return { $typeName: "tessera.accounting.v1.AuthenticateResponse", principal: create(PrincipalSchema, { keyId: "key_1", accountId: "acct_1" }) };
+    return {
+      $typeName: "tessera.accounting.v1.AuthenticateResponse",
+      principal: create(PrincipalSchema, { keyId: "key_1", accountId: "acct_1" }),
+    };
   },
   admit: async (req) => {
     admits.push(req as AdmitRequest);
@@ -88,7 +91,8 @@ const routes: Route[] = [
 const gateway = useBareGateway({ routes, accounting, deadlineMs: 150 });
 const logs = gateway.logs;
 
-const get = (path: string, key: string | null = KEY) => fetch(`${gateway.base}${path}`, { headers: key === null ? {} : { authorization: `Bearer ${key}` } });
+const get = (path: string, key: string | null = KEY) =>
+  fetch(`${gateway.base}${path}`, { headers: key === null ? {} : { authorization: `Bearer ${key}` } });
 
 describe("the headers the gateway adds", () => {
   it("come with a JSON answer, beside the route's own headers, and the body is JSON", async () => {
@@ -101,7 +105,12 @@ describe("the headers the gateway adds", () => {
     expect(res.headers.get("content-type")).toBe("application/json");
     expect(await res.json()).toEqual({ ok: true });
     const request = admits.at(-1)!;
-    expect(request).toMatchObject({ keyId: "key_1", requestId: res.headers.get("x-service-request-id"), kind: UsageKind.UNSPECIFIED, reserveTokens: 0n });
+    expect(request).toMatchObject({
+      keyId: "key_1",
+      requestId: res.headers.get("x-service-request-id"),
+      kind: UsageKind.UNSPECIFIED,
+      reserveTokens: 0n,
+    });
   });
 
   it("come with an answer given as bytes, sent as they are with their length", async () => {

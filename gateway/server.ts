@@ -4,7 +4,7 @@ import type { Duplex } from "node:stream";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import {
-  AccountingService,
+  type AccountingService,
   UsageKind,
   UsageSchema,
   type AdmitRequest,
@@ -268,14 +268,26 @@ class HttpRequestContext implements RequestContext {
       ? []
       : admitted === undefined
         ? [REQUEST_ID_HEADER, this.requestId]
-        : [REQUEST_ID_HEADER, this.requestId, RATE_REMAINING_HEADER, String(admitted.remainingRequests), RATE_RESET_HEADER, resetText(admitted.resetSeconds)];
+        : [
+            REQUEST_ID_HEADER,
+            this.requestId,
+            RATE_REMAINING_HEADER,
+            String(admitted.remainingRequests),
+            RATE_RESET_HEADER,
+            resetText(admitted.resetSeconds),
+          ];
     if (headers !== undefined) {
       for (const name in headers) {
         const lower = name.toLowerCase();
         if (lower !== "content-type" && lower !== "content-length") head.push(name, headers[name]!);
       }
     }
-    head.push("content-type", "application/json", "content-length", String(typeof body === "string" ? Buffer.byteLength(body) : body.length));
+    head.push(
+      "content-type",
+      "application/json",
+      "content-length",
+      String(typeof body === "string" ? Buffer.byteLength(body) : body.length),
+    );
     this.response.writeHead(status, head);
     this.response.end(body);
   }
@@ -484,7 +496,11 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
 
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
       // What node:http would answer itself (requireHostHeader), but in the JSON shape with a request id.
-      replyError(ctx, styleOfPath(path), new HttpError(400, "invalid_request_error", "an HTTP/1.1 request must carry a Host header", { code: "missing_host" }));
+      replyError(
+        ctx,
+        styleOfPath(path),
+        new HttpError(400, "invalid_request_error", "an HTTP/1.1 request must carry a Host header", { code: "missing_host" }),
+      );
       discardBody(req, res);
       return;
     }
@@ -492,7 +508,9 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
       replyError(
         ctx,
         styleOfPath(path),
-        new HttpError(414, "invalid_request_error", `the request target (path and query) is longer than ${maxUrl} bytes`, { code: "uri_too_long" }),
+        new HttpError(414, "invalid_request_error", `the request target (path and query) is longer than ${maxUrl} bytes`, {
+          code: "uri_too_long",
+        }),
       );
       discardBody(req, res);
       return;
@@ -602,7 +620,12 @@ const CLIENT_ERRORS: Readonly<Record<string, { status: number; reason: string; m
     message: "the request line and headers are larger than this server accepts",
     code: "headers_too_large",
   },
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: { status: 413, reason: "Payload Too Large", message: "chunk extensions are too large", code: "request_too_large" },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: {
+    status: 413,
+    reason: "Payload Too Large",
+    message: "chunk extensions are too large",
+    code: "request_too_large",
+  },
   ERR_HTTP_REQUEST_TIMEOUT: {
     status: 408,
     reason: "Request Timeout",
@@ -621,11 +644,13 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): { status
   const known = CLIENT_ERRORS[err.code ?? ""] ?? MALFORMED;
   // node:http's own handler checks the same internal field before writing its canned answer.
   const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (err.code === "ECONNRESET" || !socket.writable || (inFlight !== undefined && inFlight !== null && inFlight.headersSent)) {
+  if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent) {
     socket.destroy();
     return undefined;
   }
-  const body = JSON.stringify(errorBody("detail", new HttpError(known.status, "invalid_request_error", known.message, { code: known.code })).body);
+  const body = JSON.stringify(
+    errorBody("detail", new HttpError(known.status, "invalid_request_error", known.message, { code: known.code })).body,
+  );
   socket.once("finish", () => socket.destroy());
   socket.end(
     `HTTP/1.1 ${known.status} ${known.reason}\r\n` +
@@ -685,7 +710,10 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
   server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
     res.setHeader(REQUEST_ID_HEADER, newRequestId());
     res.shouldKeepAlive = false;
-    const { status, body } = errorBody("detail", new HttpError(417, "invalid_request_error", "only Expect: 100-continue is supported", { code: "expectation_failed" }));
+    const { status, body } = errorBody(
+      "detail",
+      new HttpError(417, "invalid_request_error", "only Expect: 100-continue is supported", { code: "expectation_failed" }),
+    );
     sendJson(res, status, body);
   });
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {

@@ -88,7 +88,15 @@ describe("loadConfig", () => {
   it("reads a JSON file named by TESSERA_CONFIG; the environment wins; paths are relative to the file", () => {
     const dir = mkdtempSync(join(tmpdir(), "tessera-config-"));
     const file = join(dir, "tessera.json");
-    writeFileSync(file, JSON.stringify({ TESSERA_PORT: 9090, TESSERA_DATA_DIR: "state", TESSERA_EXECUTION_PROVIDERS: ["cuda", "cpu"], TESSERA_HOST: "0.0.0.0" }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        TESSERA_PORT: 9090,
+        TESSERA_DATA_DIR: "state",
+        TESSERA_EXECUTION_PROVIDERS: ["cuda", "cpu"],
+        TESSERA_HOST: "0.0.0.0",
+      }),
+    );
     const config = loadConfig({ env: { TESSERA_CONFIG: file, TESSERA_HOST: "::1" }, cwd: "/elsewhere" });
     expect(config).toMatchObject({ port: 9090, dataDir: join(dir, "state"), executionProviders: ["cuda", "cpu"], host: "::1" });
 
@@ -161,14 +169,19 @@ describe("distributed-mode settings", () => {
       TESSERA_NATS_REPLICAS: "7",
     });
     expect(found).toHaveLength(6);
-    expect(found.join("\n")).toMatch(/TESSERA_ACCOUNTING_URL \(environment\): must be an http:\/\/ or https:\/\/ URL, got "accounting:8080"/);
+    expect(found.join("\n")).toMatch(
+      /TESSERA_ACCOUNTING_URL \(environment\): must be an http:\/\/ or https:\/\/ URL, got "accounting:8080"/,
+    );
     expect(found.join("\n")).toMatch(/TESSERA_ADMIN_TOKEN \(environment\): must be at least 16 characters/);
     // A secret is never echoed back in an error.
     expect(found.join("\n")).not.toContain("has a space in it");
   });
 
   it("leaves empty values unset and shows no empty default in the help", () => {
-    expect(loadConfig({ env: { TESSERA_ADMIN_TOKEN: "", TESSERA_ACCOUNTING_URL: " , " } })).toMatchObject({ adminToken: undefined, accountingUrls: [] });
+    expect(loadConfig({ env: { TESSERA_ADMIN_TOKEN: "", TESSERA_ACCOUNTING_URL: " , " } })).toMatchObject({
+      adminToken: undefined,
+      accountingUrls: [],
+    });
     expect(settingsHelp()).not.toContain("[default: ]");
   });
 });

@@ -112,12 +112,35 @@ const token = (raw: string): string | undefined => {
 };
 
 export const SETTINGS: readonly AnySetting[] = [
-  { env: "TESSERA_HOST", key: "host", fallback: "127.0.0.1", help: "Address the HTTP server listens on (0.0.0.0 for every interface).", parse: (raw) => { if (raw.trim() === "") throw new Error("must not be empty"); return raw.trim(); } },
-  { env: "TESSERA_PORT", key: "port", fallback: "8080", help: "HTTP port (0 picks a free one).", parse: integer(0, 65535) },
-  { env: "TESSERA_DATA_DIR", key: "dataDir", fallback: "./data", help: "Directory of the embedded store (keys, accounts, quotas, usage ledger).", parse: path },
-  { env: "TESSERA_MODELS_CONFIG", key: "modelsConfig", fallback: "./models.config.json", help: "Models config: catalog of model ids, aliases, release dates and model directories.", parse: path },
   {
-    env: "TESSERA_BOOTSTRAP_KEY", key: "bootstrapKey", fallback: undefined,
+    env: "TESSERA_HOST",
+    key: "host",
+    fallback: "127.0.0.1",
+    help: "Address the HTTP server listens on (0.0.0.0 for every interface).",
+    parse: (raw) => {
+      if (raw.trim() === "") throw new Error("must not be empty");
+      return raw.trim();
+    },
+  },
+  { env: "TESSERA_PORT", key: "port", fallback: "8080", help: "HTTP port (0 picks a free one).", parse: integer(0, 65535) },
+  {
+    env: "TESSERA_DATA_DIR",
+    key: "dataDir",
+    fallback: "./data",
+    help: "Directory of the embedded store (keys, accounts, quotas, usage ledger).",
+    parse: path,
+  },
+  {
+    env: "TESSERA_MODELS_CONFIG",
+    key: "modelsConfig",
+    fallback: "./models.config.json",
+    help: "Models config: catalog of model ids, aliases, release dates and model directories.",
+    parse: path,
+  },
+  {
+    env: "TESSERA_BOOTSTRAP_KEY",
+    key: "bootstrapKey",
+    fallback: undefined,
     help: "An API key (tsr_...) that must exist and be active; no key is generated when it is set.",
     parse: (raw) => {
       const key = raw.trim();
@@ -126,11 +149,31 @@ export const SETTINGS: readonly AnySetting[] = [
       return key;
     },
   },
-  { env: "TESSERA_DEFAULT_RPM", key: "defaultRequestsPerMinute", fallback: "60", help: "Requests per minute allowed per key unless the key has its own limit.", parse: integer(1, 1_000_000_000) },
-  { env: "TESSERA_SLOTS", key: "slots", fallback: "4", help: "Generation slots per inference worker (sequences denoised together).", parse: integer(1, 1024) },
-  { env: "TESSERA_QUEUE", key: "queue", fallback: "16", help: "Requests that may wait for a slot; beyond that the answer is 529 overloaded_error.", parse: integer(0, 100_000) },
   {
-    env: "TESSERA_ORT_WORKER", key: "ortWorker", fallback: "on",
+    env: "TESSERA_DEFAULT_RPM",
+    key: "defaultRequestsPerMinute",
+    fallback: "60",
+    help: "Requests per minute allowed per key unless the key has its own limit.",
+    parse: integer(1, 1_000_000_000),
+  },
+  {
+    env: "TESSERA_SLOTS",
+    key: "slots",
+    fallback: "4",
+    help: "Generation slots per inference worker (sequences denoised together).",
+    parse: integer(1, 1024),
+  },
+  {
+    env: "TESSERA_QUEUE",
+    key: "queue",
+    fallback: "16",
+    help: "Requests that may wait for a slot; beyond that the answer is 529 overloaded_error.",
+    parse: integer(0, 100_000),
+  },
+  {
+    env: "TESSERA_ORT_WORKER",
+    key: "ortWorker",
+    fallback: "on",
     help: "Run ONNX Runtime sessions on a worker thread (on), so forwards never block the event loop; off runs them on the main thread.",
     parse: (raw) => {
       const value = raw.trim().toLowerCase();
@@ -139,12 +182,23 @@ export const SETTINGS: readonly AnySetting[] = [
       throw new Error("must be on or off");
     },
   },
-  { env: "TESSERA_INTRA_OP_THREADS", key: "intraOpThreads", fallback: String(availableParallelism()), help: "ONNX Runtime intra-op threads per session (default: the CPU count).", parse: integer(1, 1024) },
   {
-    env: "TESSERA_EXECUTION_PROVIDERS", key: "executionProviders", fallback: "cpu",
+    env: "TESSERA_INTRA_OP_THREADS",
+    key: "intraOpThreads",
+    fallback: String(availableParallelism()),
+    help: "ONNX Runtime intra-op threads per session (default: the CPU count).",
+    parse: integer(1, 1024),
+  },
+  {
+    env: "TESSERA_EXECUTION_PROVIDERS",
+    key: "executionProviders",
+    fallback: "cpu",
     help: "ONNX Runtime execution providers in order of preference: cpu, or cuda,cpu where the CUDA files are installed.",
     parse: (raw) => {
-      const names = raw.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
+      const names = raw
+        .split(",")
+        .map((s) => s.trim().toLowerCase())
+        .filter((s) => s !== "");
       if (names.length === 0) throw new Error("must name at least one provider");
       for (const name of names) if (name !== "cpu" && name !== "cuda") throw new Error(`unknown provider "${name}" (cpu or cuda)`);
       if (new Set(names).size !== names.length) throw new Error("names a provider twice");
@@ -152,7 +206,9 @@ export const SETTINGS: readonly AnySetting[] = [
     },
   },
   {
-    env: "TESSERA_UNMASK_THRESHOLD", key: "unmaskThreshold", fallback: "0.9",
+    env: "TESSERA_UNMASK_THRESHOLD",
+    key: "unmaskThreshold",
+    fallback: "0.9",
     help: "Confidence at which a masked position is committed during denoising (0 < t <= 1).",
     parse: (raw) => {
       const t = Number(raw);
@@ -161,7 +217,10 @@ export const SETTINGS: readonly AnySetting[] = [
     },
   },
   {
-    env: "TESSERA_LOG_LEVEL", key: "logLevel", fallback: "info", help: `Log level: ${LOG_LEVELS.join(", ")}.`,
+    env: "TESSERA_LOG_LEVEL",
+    key: "logLevel",
+    fallback: "info",
+    help: `Log level: ${LOG_LEVELS.join(", ")}.`,
     parse: (raw) => {
       const level = raw.trim().toLowerCase();
       if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new Error(`must be one of ${LOG_LEVELS.join(", ")}`);
@@ -169,7 +228,9 @@ export const SETTINGS: readonly AnySetting[] = [
     },
   },
   {
-    env: "TESSERA_NATS_URL", key: "natsUrl", fallback: undefined,
+    env: "TESSERA_NATS_URL",
+    key: "natsUrl",
+    fallback: undefined,
     help: "NATS server for distributed mode (nats://host:4222); unset runs the embedded adapters.",
     parse: (raw) => {
       const url = optional(raw);
@@ -177,24 +238,135 @@ export const SETTINGS: readonly AnySetting[] = [
       return url;
     },
   },
-  { env: "TESSERA_WORKER_ID", key: "workerId", fallback: `${hostname()}-${process.pid}`, help: "Id this process's inference worker announces in its heartbeats (default: host-pid).", parse: (raw) => { if (!/^[A-Za-z0-9._:-]{1,128}$/.test(raw)) throw new Error("must be 1-128 letters, digits, . _ : -"); return raw; } },
-  { env: "TESSERA_SHUTDOWN_TIMEOUT_MS", key: "shutdownTimeoutMs", fallback: "10000", help: "On SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled.", parse: integer(0, 600_000) },
-  { env: "TESSERA_HEADERS_TIMEOUT_MS", key: "headersTimeoutMs", fallback: "10000", help: "Time a client has to send a request's headers; slower ones get 408 and are cut off (slowloris).", parse: integer(100, 600_000) },
-  { env: "TESSERA_BODY_TIMEOUT_MS", key: "bodyTimeoutMs", fallback: "60000", help: "Time a client has to send a whole request, body included (at least the headers timeout); slower ones get 408.", parse: integer(100, 3_600_000) },
-  { env: "TESSERA_REQUEST_DEADLINE_MS", key: "requestDeadlineMs", fallback: "600000", help: "A request whose answer has not started after this long gets 504 and its work is cancelled (0: no deadline).", parse: integer(0, 86_400_000) },
-  { env: "TESSERA_STREAM_STALL_TIMEOUT_MS", key: "streamStallTimeoutMs", fallback: "30000", help: "A stream whose client reads nothing for this long is dropped and its generation slot freed.", parse: integer(100, 3_600_000) },
-  { env: "TESSERA_MAX_CONNECTIONS", key: "maxConnections", fallback: "1024", help: "Connections open at once on the HTTP port; further ones are closed as they are accepted.", parse: integer(1, 1_000_000) },
-  { env: "TESSERA_MAX_HEADER_BYTES", key: "maxHeaderBytes", fallback: "16384", help: "Largest request line plus headers; larger requests get 431.", parse: integer(1024, 1_048_576) },
-  { env: "TESSERA_MAX_URL_BYTES", key: "maxUrlBytes", fallback: "8192", help: "Longest request target (path and query); longer ones get 414.", parse: integer(64, 1_048_576) },
-  { env: "TESSERA_ACCOUNTING_URL", key: "accountingUrls", fallback: "", help: "Distributed mode: Connect URL(s) of accounting, comma-separated replicas tried in turn (http://accounting:8080). Also where `tessera keys` goes when set.", parse: urlList },
-  { env: "TESSERA_REGISTRY_URL", key: "registryUrls", fallback: "", help: "Distributed mode: Connect URL(s) of the registry, comma-separated.", parse: urlList },
-  { env: "TESSERA_DECISION_URL", key: "decisionUrls", fallback: "", help: "Distributed mode: Connect URL(s) of the decision service, comma-separated.", parse: urlList },
-  { env: "TESSERA_ADVERTISE_URL", key: "advertiseUrl", fallback: undefined, help: "Distributed mode: the Connect URL an inference worker announces in its heartbeats (default: http://<TESSERA_HOST or host name>:<port>).", parse: (raw) => (raw.trim() === "" ? undefined : baseUrl(raw)) },
-  { env: "TESSERA_ADMIN_TOKEN", key: "adminToken", fallback: undefined, help: "Distributed mode: the bearer token accounting's admin RPCs require (and `tessera keys` sends); unset refuses them.", parse: token },
-  { env: "TESSERA_INTERNAL_TOKEN", key: "internalToken", fallback: undefined, help: "Distributed mode, optional: a bearer token accounting requires on Authenticate/Admit/Settle and gateways send.", parse: token },
-  { env: "TESSERA_NATS_TIMEOUT_MS", key: "natsTimeoutMs", fallback: "2000", help: "Distributed mode: how long one JetStream request may take; while NATS is away requests fail with 503 at once.", parse: integer(100, 60_000) },
-  { env: "TESSERA_NATS_REPLICAS", key: "natsReplicas", fallback: "1", help: "Distributed mode: replicas of the JetStream KV buckets and usage stream (3 on a NATS cluster).", parse: integer(1, 5) },
-  { env: "TESSERA_USAGE_ACK_WAIT_MS", key: "usageAckWaitMs", fallback: "30000", help: "Distributed mode: a usage event not acknowledged within this time (its accounting replica died) is redelivered.", parse: integer(1_000, 3_600_000) },
+  {
+    env: "TESSERA_WORKER_ID",
+    key: "workerId",
+    fallback: `${hostname()}-${process.pid}`,
+    help: "Id this process's inference worker announces in its heartbeats (default: host-pid).",
+    parse: (raw) => {
+      if (!/^[A-Za-z0-9._:-]{1,128}$/.test(raw)) throw new Error("must be 1-128 letters, digits, . _ : -");
+      return raw;
+    },
+  },
+  {
+    env: "TESSERA_SHUTDOWN_TIMEOUT_MS",
+    key: "shutdownTimeoutMs",
+    fallback: "10000",
+    help: "On SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled.",
+    parse: integer(0, 600_000),
+  },
+  {
+    env: "TESSERA_HEADERS_TIMEOUT_MS",
+    key: "headersTimeoutMs",
+    fallback: "10000",
+    help: "Time a client has to send a request's headers; slower ones get 408 and are cut off (slowloris).",
+    parse: integer(100, 600_000),
+  },
+  {
+    env: "TESSERA_BODY_TIMEOUT_MS",
+    key: "bodyTimeoutMs",
+    fallback: "60000",
+    help: "Time a client has to send a whole request, body included (at least the headers timeout); slower ones get 408.",
+    parse: integer(100, 3_600_000),
+  },
+  {
+    env: "TESSERA_REQUEST_DEADLINE_MS",
+    key: "requestDeadlineMs",
+    fallback: "600000",
+    help: "A request whose answer has not started after this long gets 504 and its work is cancelled (0: no deadline).",
+    parse: integer(0, 86_400_000),
+  },
+  {
+    env: "TESSERA_STREAM_STALL_TIMEOUT_MS",
+    key: "streamStallTimeoutMs",
+    fallback: "30000",
+    help: "A stream whose client reads nothing for this long is dropped and its generation slot freed.",
+    parse: integer(100, 3_600_000),
+  },
+  {
+    env: "TESSERA_MAX_CONNECTIONS",
+    key: "maxConnections",
+    fallback: "1024",
+    help: "Connections open at once on the HTTP port; further ones are closed as they are accepted.",
+    parse: integer(1, 1_000_000),
+  },
+  {
+    env: "TESSERA_MAX_HEADER_BYTES",
+    key: "maxHeaderBytes",
+    fallback: "16384",
+    help: "Largest request line plus headers; larger requests get 431.",
+    parse: integer(1024, 1_048_576),
+  },
+  {
+    env: "TESSERA_MAX_URL_BYTES",
+    key: "maxUrlBytes",
+    fallback: "8192",
+    help: "Longest request target (path and query); longer ones get 414.",
+    parse: integer(64, 1_048_576),
+  },
+  {
+    env: "TESSERA_ACCOUNTING_URL",
+    key: "accountingUrls",
+    fallback: "",
+    help: "Distributed mode: Connect URL(s) of accounting, comma-separated replicas tried in turn (http://accounting:8080). Also where `tessera keys` goes when set.",
+    parse: urlList,
+  },
+  {
+    env: "TESSERA_REGISTRY_URL",
+    key: "registryUrls",
+    fallback: "",
+    help: "Distributed mode: Connect URL(s) of the registry, comma-separated.",
+    parse: urlList,
+  },
+  {
+    env: "TESSERA_DECISION_URL",
+    key: "decisionUrls",
+    fallback: "",
+    help: "Distributed mode: Connect URL(s) of the decision service, comma-separated.",
+    parse: urlList,
+  },
+  {
+    env: "TESSERA_ADVERTISE_URL",
+    key: "advertiseUrl",
+    fallback: undefined,
+    help: "Distributed mode: the Connect URL an inference worker announces in its heartbeats (default: http://<TESSERA_HOST or host name>:<port>).",
+    parse: (raw) => (raw.trim() === "" ? undefined : baseUrl(raw)),
+  },
+  {
+    env: "TESSERA_ADMIN_TOKEN",
+    key: "adminToken",
+    fallback: undefined,
+    help: "Distributed mode: the bearer token accounting's admin RPCs require (and `tessera keys` sends); unset refuses them.",
+    parse: token,
+  },
+  {
+    env: "TESSERA_INTERNAL_TOKEN",
+    key: "internalToken",
+    fallback: undefined,
+    help: "Distributed mode, optional: a bearer token accounting requires on Authenticate/Admit/Settle and gateways send.",
+    parse: token,
+  },
+  {
+    env: "TESSERA_NATS_TIMEOUT_MS",
+    key: "natsTimeoutMs",
+    fallback: "2000",
+    help: "Distributed mode: how long one JetStream request may take; while NATS is away requests fail with 503 at once.",
+    parse: integer(100, 60_000),
+  },
+  {
+    env: "TESSERA_NATS_REPLICAS",
+    key: "natsReplicas",
+    fallback: "1",
+    help: "Distributed mode: replicas of the JetStream KV buckets and usage stream (3 on a NATS cluster).",
+    parse: integer(1, 5),
+  },
+  {
+    env: "TESSERA_USAGE_ACK_WAIT_MS",
+    key: "usageAckWaitMs",
+    fallback: "30000",
+    help: "Distributed mode: a usage event not acknowledged within this time (its accounting replica died) is redelivered.",
+    parse: integer(1_000, 3_600_000),
+  },
 ];
 
 /** The file named by TESSERA_CONFIG: a JSON object keyed by the same names as the environment. */
@@ -271,8 +443,14 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       problems.push(`${setting.env} (${source}): ${(err as Error).message}`);
     }
   }
-  if (typeof config.headersTimeoutMs === "number" && typeof config.bodyTimeoutMs === "number" && config.bodyTimeoutMs < config.headersTimeoutMs) {
-    problems.push(`TESSERA_BODY_TIMEOUT_MS (${config.bodyTimeoutMs}) must be at least TESSERA_HEADERS_TIMEOUT_MS (${config.headersTimeoutMs})`);
+  if (
+    typeof config.headersTimeoutMs === "number" &&
+    typeof config.bodyTimeoutMs === "number" &&
+    config.bodyTimeoutMs < config.headersTimeoutMs
+  ) {
+    problems.push(
+      `TESSERA_BODY_TIMEOUT_MS (${config.bodyTimeoutMs}) must be at least TESSERA_HEADERS_TIMEOUT_MS (${config.headersTimeoutMs})`,
+    );
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config as Config;
@@ -283,7 +461,9 @@ export function settingsHelp(): string {
   const width = Math.max(...SETTINGS.map((s) => s.env.length), CONFIG_FILE_ENV.length);
   const lines = [
     `  ${CONFIG_FILE_ENV.padEnd(width)}  JSON file with any of the settings below, keyed by the same names (the environment wins).`,
-    ...SETTINGS.map((s) => `  ${s.env.padEnd(width)}  ${s.help}${s.fallback === undefined || s.fallback === "" ? "" : ` [default: ${s.fallback}]`}`),
+    ...SETTINGS.map(
+      (s) => `  ${s.env.padEnd(width)}  ${s.help}${s.fallback === undefined || s.fallback === "" ? "" : ` [default: ${s.fallback}]`}`,
+    ),
   ];
   return lines.join("\n");
 }

@@ -17,7 +17,9 @@ function setup(seen: { signals: AbortSignal[]; headers: string[]; values: string
         },
         resolveModel(req) {
           if (req.model === "busy") {
-            throw new ConnectError("full", Code.ResourceExhausted, undefined, [{ desc: OverloadedSchema, value: { retryAfterSeconds: 4 } }]);
+            throw new ConnectError("full", Code.ResourceExhausted, undefined, [
+              { desc: OverloadedSchema, value: { retryAfterSeconds: 4 } },
+            ]);
           }
           if (req.model === "bug") throw new TypeError("boom");
           return { model: { id: req.model } };
@@ -157,9 +159,15 @@ describe("createInProcessTransport", () => {
         },
       }),
     );
-    const res = await transport.stream(InferenceService.method.generate, undefined, undefined, undefined, (async function* () {
-      yield {};
-    })());
+    const res = await transport.stream(
+      InferenceService.method.generate,
+      undefined,
+      undefined,
+      undefined,
+      (async function* () {
+        yield {};
+      })(),
+    );
     const iterator = res.message[Symbol.asyncIterator]();
     await iterator.next();
     await iterator.return?.();

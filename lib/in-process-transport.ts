@@ -143,7 +143,9 @@ function callSignal(signal: AbortSignal | undefined, timeoutMs: number | undefin
 }
 
 function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return value instanceof Promise || (typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function");
+  return (
+    value instanceof Promise || (typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function")
+  );
 }
 
 /** A unary call's response once the handler has answered; ends the call (its deadline timer). */
@@ -154,7 +156,10 @@ function unaryResponse<I extends DescMessage, O extends DescMessage>(
   call: CallSignal,
 ): UnaryResponse<I, O> {
   try {
-    return new InProcessUnaryResponse(method, messageOf(method.output, output) as MessageShape<O>, context) as unknown as UnaryResponse<I, O>;
+    return new InProcessUnaryResponse(method, messageOf(method.output, output) as MessageShape<O>, context) as unknown as UnaryResponse<
+      I,
+      O
+    >;
   } catch (err) {
     throw call.error(err);
   } finally {

@@ -26,11 +26,13 @@ function worker(name: string, options: { overloaded?: boolean; breakAfter?: numb
   return createRouterTransport((router) =>
     router.service(InferenceService, {
       countTokens() {
-        if (options.overloaded) throw new ConnectError("full", Code.ResourceExhausted, undefined, [{ desc: OverloadedSchema, value: { retryAfterSeconds: 1 } }]);
+        if (options.overloaded)
+          throw new ConnectError("full", Code.ResourceExhausted, undefined, [{ desc: OverloadedSchema, value: { retryAfterSeconds: 1 } }]);
         return { tokens: name.length };
       },
       async *generate(req) {
-        if (options.overloaded) throw new ConnectError("full", Code.ResourceExhausted, undefined, [{ desc: OverloadedSchema, value: { retryAfterSeconds: 1 } }]);
+        if (options.overloaded)
+          throw new ConnectError("full", Code.ResourceExhausted, undefined, [{ desc: OverloadedSchema, value: { retryAfterSeconds: 1 } }]);
         for (let i = 0; i < 3; i++) {
           if (options.breakAfter === i) throw new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
           yield { event: { case: "started", value: { model: req.model, workerId: `${name}${i}`, promptTokens: 0 } } };

@@ -49,14 +49,18 @@ describe("createInferenceRouter", () => {
     states.a.overloaded = true;
     expect((await inferenceFor("m").countTokens({ text: "x" })).tokens).toBe(2);
     states.b.overloaded = true;
-    const err = await inferenceFor("m").countTokens({ text: "x" }).catch((e: unknown) => e);
+    const err = await inferenceFor("m")
+      .countTokens({ text: "x" })
+      .catch((e: unknown) => e);
     expect(isOverloaded(err)).toBe(true);
   });
 
   it("fails Unavailable when no live worker serves the model", async () => {
     const { workers, inferenceFor } = setup();
     workers.publish({ id: "a", address: "", models: ["m"], slotsTotal: 4, slotsFree: 4 });
-    const err = await inferenceFor("other").countTokens({ text: "x" }).catch((e: unknown) => ConnectError.from(e));
+    const err = await inferenceFor("other")
+      .countTokens({ text: "x" })
+      .catch((e: unknown) => ConnectError.from(e));
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).code).toBe(Code.Unavailable);
     expect((err as ConnectError).rawMessage).toMatch(/no live inference worker serves model "other"/);

@@ -104,7 +104,14 @@ export function createInferenceRouter({ workers, transportFor }: InferenceRouter
         let iterator: AsyncIterator<unknown>;
         let first: IteratorResult<unknown>;
         try {
-          response = (await reach(worker).stream(method, signal, timeoutMs, header, createAsyncIterable(messages) as never, contextValues)) as StreamResponse<I, O>;
+          response = (await reach(worker).stream(
+            method,
+            signal,
+            timeoutMs,
+            header,
+            createAsyncIterable(messages) as never,
+            contextValues,
+          )) as StreamResponse<I, O>;
           iterator = response.message[Symbol.asyncIterator]();
           first = await iterator.next();
         } catch (err) {

@@ -36,7 +36,10 @@ describe("TurnBatchedDestination", () => {
     logger.warn("second");
     await nextTurn();
     expect(writes).toHaveLength(1);
-    const lines = writes[0]!.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    const lines = writes[0]!
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(lines.map((l) => [l["level"], l["msg"]])).toEqual([
       ["info", "request"],
       ["warn", "second"],

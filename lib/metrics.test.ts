@@ -15,7 +15,13 @@ const observations: [Labels, number][] = [
 function promClientReference(): Registry {
   const registry = new Registry();
   const counter = new Counter({ name: "c_total", help: "c", labelNames: ["method", "route", "status"], registers: [registry] });
-  const histogram = new Histogram({ name: "h_seconds", help: "h", labelNames: ["method", "route", "status"], buckets: HTTP_DURATION_BUCKETS, registers: [registry] });
+  const histogram = new Histogram({
+    name: "h_seconds",
+    help: "h",
+    labelNames: ["method", "route", "status"],
+    buckets: HTTP_DURATION_BUCKETS,
+    registers: [registry],
+  });
   for (const [labels, value] of observations) {
     counter.labels(labels).inc();
     histogram.labels(labels).observe(value);
@@ -26,7 +32,12 @@ function promClientReference(): Registry {
 function labeled(): { registry: Registry; counter: LabeledCounter<keyof Labels>; histogram: LabeledHistogram<keyof Labels> } {
   const registry = new Registry();
   const counter = new LabeledCounter(registry, { name: "c_total", help: "c", labelNames: ["method", "route", "status"] as const });
-  const histogram = new LabeledHistogram(registry, { name: "h_seconds", help: "h", labelNames: ["method", "route", "status"] as const, buckets: HTTP_DURATION_BUCKETS });
+  const histogram = new LabeledHistogram(registry, {
+    name: "h_seconds",
+    help: "h",
+    labelNames: ["method", "route", "status"] as const,
+    buckets: HTTP_DURATION_BUCKETS,
+  });
   for (const [labels, value] of observations) {
     counter.labels(labels).inc();
     histogram.labels(labels).observe(value);
@@ -48,7 +59,9 @@ describe("LabeledCounter and LabeledHistogram", () => {
     const a = counter.labels({ method: "GET", route: "/x", status: "200" });
     expect(counter.labels({ status: "200", route: "/x", method: "GET" })).toBe(a);
     expect(counter.labels({ method: "GET", route: "/x", status: "201" })).not.toBe(a);
-    expect(histogram.labels({ method: "GET", route: "/x", status: "200" })).toBe(histogram.labels({ route: "/x", method: "GET", status: "200" }));
+    expect(histogram.labels({ method: "GET", route: "/x", status: "200" })).toBe(
+      histogram.labels({ route: "/x", method: "GET", status: "200" }),
+    );
   });
 
   it("refuse labels they were not made with, negative increments and values that are not numbers", () => {

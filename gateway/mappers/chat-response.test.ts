@@ -5,11 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  FinishReason,
-  GenerateResponseSchema,
-  type GenerateResponse,
-} from "../../gen/tessera/inference/v1/inference_pb.js";
+import { FinishReason, GenerateResponseSchema, type GenerateResponse } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { createSseWriter } from "../sse.js";
 import {
   completionFromEvents,
@@ -24,8 +20,12 @@ import {
 
 const started = (promptTokens = 12, model = "textmodel-26b"): GenerateResponse =>
   create(GenerateResponseSchema, { event: { case: "started", value: { model, promptTokens, workerId: "w1" } } });
-const delta = (init: { content?: string; reasoning?: string; toolCalls?: { index: number; id?: string; name?: string; arguments: string }[]; blockIndex?: number }): GenerateResponse =>
-  create(GenerateResponseSchema, { event: { case: "delta", value: init } });
+const delta = (init: {
+  content?: string;
+  reasoning?: string;
+  toolCalls?: { index: number; id?: string; name?: string; arguments: string }[];
+  blockIndex?: number;
+}): GenerateResponse => create(GenerateResponseSchema, { event: { case: "delta", value: init } });
 const finished = (finishReason: FinishReason, promptTokens: number, completionTokens: number): GenerateResponse =>
   create(GenerateResponseSchema, {
     event: {
@@ -34,7 +34,8 @@ const finished = (finishReason: FinishReason, promptTokens: number, completionTo
     },
   });
 
-const meta = (reasoning = false) => createCompletionMeta({ model: "textmodel-26b", reasoning, id: "chatcmpl-test", created: 1_700_000_000 });
+const meta = (reasoning = false) =>
+  createCompletionMeta({ model: "textmodel-26b", reasoning, id: "chatcmpl-test", created: 1_700_000_000 });
 
 describe("completionFromEvents", () => {
   it("builds the chat.completion object", () => {
@@ -69,7 +70,12 @@ describe("completionFromEvents", () => {
       [
         started(),
         delta({ toolCalls: [{ index: 0, id: "call_a", name: "get_weather", arguments: "" }] }),
-        delta({ toolCalls: [{ index: 0, arguments: '{"city":"Paris"}' }, { index: 1, id: "call_b", name: "get_time", arguments: "{}" }] }),
+        delta({
+          toolCalls: [
+            { index: 0, arguments: '{"city":"Paris"}' },
+            { index: 1, id: "call_b", name: "get_time", arguments: "{}" },
+          ],
+        }),
         finished(FinishReason.STOP, 12, 20),
       ],
       meta(),
@@ -132,7 +138,8 @@ describe("chunk builder", () => {
     const last = chunks.at(-1)!;
     expect(last.choices).toEqual([]);
     expect(last.usage).toEqual({ prompt_tokens: 7, completion_tokens: 9, total_tokens: 16 });
-    for (const chunk of chunks) expect(chunk).toMatchObject({ id: "chatcmpl-test", object: "chat.completion.chunk", created: 1_700_000_000, model: "textmodel-26b" });
+    for (const chunk of chunks)
+      expect(chunk).toMatchObject({ id: "chatcmpl-test", object: "chat.completion.chunk", created: 1_700_000_000, model: "textmodel-26b" });
     expect(builder.usage).toEqual({ promptTokens: 7, completionTokens: 9 });
     expect(builder.deltasSent).toBe(3);
   });
@@ -221,7 +228,12 @@ describe("streamCompletion and the builders with the openai client", () => {
       yield delta({ content: "lo!", blockIndex: 1 });
       yield finished(FinishReason.STOP, 9, 70);
     });
-    const stream = await client.chat.completions.create({ ...ask, stream: true, stream_options: { include_usage: true }, chat_template_kwargs: { enable_thinking: true } } as OpenAI.ChatCompletionCreateParamsStreaming);
+    const stream = await client.chat.completions.create({
+      ...ask,
+      stream: true,
+      stream_options: { include_usage: true },
+      chat_template_kwargs: { enable_thinking: true },
+    } as OpenAI.ChatCompletionCreateParamsStreaming);
     const chunks: ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk as unknown as ChatCompletionChunk);
     expect(chunks[0]!.choices[0]!.delta.role).toBe("assistant");

@@ -1,10 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  ResponseFormatType,
-  Role,
-  ToolChoiceMode,
-  type GenerateRequest,
-} from "../../gen/tessera/inference/v1/inference_pb.js";
+import { ResponseFormatType, Role, ToolChoiceMode, type GenerateRequest } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { parseChatRequest, type ChatRequestError } from "./chat.js";
 
 /** An object nested `depth` levels deep ({a: {a: … {}}}). */
@@ -109,11 +104,31 @@ describe("parseChatRequest: top-level errors name their field", () => {
     ["response_format as a string", { ...base, response_format: "json" }, "response_format", "invalid_type"],
     ["response_format without type", { ...base, response_format: {} }, "response_format.type", "missing_required_parameter"],
     ["an unknown response_format", { ...base, response_format: { type: "yaml" } }, "response_format.type", "invalid_value"],
-    ["json_schema without its schema", { ...base, response_format: { type: "json_schema" } }, "response_format.json_schema", "missing_required_parameter"],
-    ["json_schema as a string", { ...base, response_format: { type: "json_schema", json_schema: "{}" } }, "response_format.json_schema", "invalid_type"],
-    ["a json_schema nested 65 deep", { ...base, response_format: { type: "json_schema", json_schema: nested(65) } }, "response_format.json_schema", "invalid_value"],
+    [
+      "json_schema without its schema",
+      { ...base, response_format: { type: "json_schema" } },
+      "response_format.json_schema",
+      "missing_required_parameter",
+    ],
+    [
+      "json_schema as a string",
+      { ...base, response_format: { type: "json_schema", json_schema: "{}" } },
+      "response_format.json_schema",
+      "invalid_type",
+    ],
+    [
+      "a json_schema nested 65 deep",
+      { ...base, response_format: { type: "json_schema", json_schema: nested(65) } },
+      "response_format.json_schema",
+      "invalid_value",
+    ],
     ["chat_template_kwargs as an array", { ...base, chat_template_kwargs: [] }, "chat_template_kwargs", "invalid_type"],
-    ["enable_thinking as a string", { ...base, chat_template_kwargs: { enable_thinking: "true" } }, "chat_template_kwargs.enable_thinking", "invalid_type"],
+    [
+      "enable_thinking as a string",
+      { ...base, chat_template_kwargs: { enable_thinking: "true" } },
+      "chat_template_kwargs.enable_thinking",
+      "invalid_type",
+    ],
   ])("%s", (_name, body, param, code) => {
     const error = fails(body);
     expect(error).toMatchObject({ param, code });
@@ -186,7 +201,14 @@ describe("parseChatRequest: messages", () => {
     ["a message without role", { model: "m", messages: [{ content: "x" }] }, "messages[0].role", "missing_required_parameter"],
     [
       "an unknown role in the third message",
-      { model: "m", messages: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "robot", content: "c" }] },
+      {
+        model: "m",
+        messages: [
+          { role: "user", content: "a" },
+          { role: "assistant", content: "b" },
+          { role: "robot", content: "c" },
+        ],
+      },
       "messages[2].role",
       "invalid_value",
     ],
@@ -198,18 +220,51 @@ describe("parseChatRequest: messages", () => {
     ["user content a number", { model: "m", messages: [{ role: "user", content: 5 }] }, "messages[0].content", "invalid_type"],
     ["user content an empty array", { model: "m", messages: [{ role: "user", content: [] }] }, "messages[0].content", "empty_array"],
     ["a part that is a string", { model: "m", messages: [{ role: "user", content: ["x"] }] }, "messages[0].content[0]", "invalid_type"],
-    ["a part without type", { model: "m", messages: [{ role: "user", content: [{ text: "x" }] }] }, "messages[0].content[0].type", "missing_required_parameter"],
-    ["an audio part", { model: "m", messages: [{ role: "user", content: [{ type: "input_audio" }] }] }, "messages[0].content[0].type", "invalid_value"],
-    ["a text part without text", { model: "m", messages: [{ role: "user", content: [{ type: "text" }] }] }, "messages[0].content[0].text", "missing_required_parameter"],
-    ["a text part with numeric text", { model: "m", messages: [{ role: "user", content: [{ type: "text", text: 1 }] }] }, "messages[0].content[0].text", "invalid_type"],
-    ["an image part without image_url", { model: "m", messages: [{ role: "user", content: [{ type: "image_url" }] }] }, "messages[0].content[0].image_url", "missing_required_parameter"],
-    ["an image without url", { model: "m", messages: [{ role: "user", content: [{ type: "image_url", image_url: {} }] }] }, "messages[0].content[0].image_url.url", "missing_required_parameter"],
+    [
+      "a part without type",
+      { model: "m", messages: [{ role: "user", content: [{ text: "x" }] }] },
+      "messages[0].content[0].type",
+      "missing_required_parameter",
+    ],
+    [
+      "an audio part",
+      { model: "m", messages: [{ role: "user", content: [{ type: "input_audio" }] }] },
+      "messages[0].content[0].type",
+      "invalid_value",
+    ],
+    [
+      "a text part without text",
+      { model: "m", messages: [{ role: "user", content: [{ type: "text" }] }] },
+      "messages[0].content[0].text",
+      "missing_required_parameter",
+    ],
+    [
+      "a text part with numeric text",
+      { model: "m", messages: [{ role: "user", content: [{ type: "text", text: 1 }] }] },
+      "messages[0].content[0].text",
+      "invalid_type",
+    ],
+    [
+      "an image part without image_url",
+      { model: "m", messages: [{ role: "user", content: [{ type: "image_url" }] }] },
+      "messages[0].content[0].image_url",
+      "missing_required_parameter",
+    ],
+    [
+      "an image without url",
+      { model: "m", messages: [{ role: "user", content: [{ type: "image_url", image_url: {} }] }] },
+      "messages[0].content[0].image_url.url",
+      "missing_required_parameter",
+    ],
     ["an image url that is a number", img(3), "messages[0].content[0].image_url.url", "invalid_type"],
     ["a remote image url", img("https://example.com/cat.png"), "messages[0].content[0].image_url.url", "invalid_value"],
     ["a data url that is not an image", img("data:text/plain;base64,aGk="), "messages[0].content[0].image_url.url", "invalid_value"],
     [
       "an unknown image detail",
-      { model: "m", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AA==", detail: "max" } }] }] },
+      {
+        model: "m",
+        messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AA==", detail: "max" } }] }],
+      },
       "messages[0].content[0].image_url.detail",
       "invalid_value",
     ],
@@ -219,8 +274,18 @@ describe("parseChatRequest: messages", () => {
       "messages[0].content[0].type",
       "invalid_value",
     ],
-    ["an assistant message with neither content nor calls", { model: "m", messages: [{ role: "assistant" }] }, "messages[0].content", "missing_required_parameter"],
-    ["assistant tool_calls as an object", { model: "m", messages: [{ role: "assistant", tool_calls: {} }] }, "messages[0].tool_calls", "invalid_type"],
+    [
+      "an assistant message with neither content nor calls",
+      { model: "m", messages: [{ role: "assistant" }] },
+      "messages[0].content",
+      "missing_required_parameter",
+    ],
+    [
+      "assistant tool_calls as an object",
+      { model: "m", messages: [{ role: "assistant", tool_calls: {} }] },
+      "messages[0].tool_calls",
+      "invalid_type",
+    ],
     [
       "an assistant call without id",
       { model: "m", messages: [{ role: "assistant", tool_calls: [{ type: "function", function: { name: "f", arguments: "{}" } }] }] },
@@ -245,7 +310,12 @@ describe("parseChatRequest: messages", () => {
       "messages[0].tool_calls[0].function.arguments",
       "invalid_type",
     ],
-    ["a tool message without tool_call_id", { model: "m", messages: [{ role: "tool", content: "x" }] }, "messages[0].tool_call_id", "missing_required_parameter"],
+    [
+      "a tool message without tool_call_id",
+      { model: "m", messages: [{ role: "tool", content: "x" }] },
+      "messages[0].tool_call_id",
+      "missing_required_parameter",
+    ],
     [
       "a tool message answering no call",
       {
@@ -258,7 +328,12 @@ describe("parseChatRequest: messages", () => {
       "messages[1].tool_call_id",
       "invalid_value",
     ],
-    ["a tool message without content", { model: "m", messages: [{ role: "tool", tool_call_id: "c" }] }, "messages[0].content", "missing_required_parameter"],
+    [
+      "a tool message without content",
+      { model: "m", messages: [{ role: "tool", tool_call_id: "c" }] },
+      "messages[0].content",
+      "missing_required_parameter",
+    ],
   ])("rejects %s", (_name, body, param, code) => {
     expect(fails(body)).toMatchObject({ param, code });
   });
@@ -340,7 +415,9 @@ describe("parseChatRequest: tools and tool_choice", () => {
 
   it("takes schemas nested 64 deep", () => {
     expect(ok({ ...base, tools: [{ type: "function", function: { name: "f", parameters: nested(64) } }] }).request.tools).toHaveLength(1);
-    expect(ok({ ...base, response_format: { type: "json_schema", json_schema: nested(64) } }).request.options?.responseFormat?.jsonSchema).toEqual(nested(64));
+    expect(
+      ok({ ...base, response_format: { type: "json_schema", json_schema: nested(64) } }).request.options?.responseFormat?.jsonSchema,
+    ).toEqual(nested(64));
   });
 
   it("takes a tool without description or parameters", () => {
@@ -374,9 +451,24 @@ describe("parseChatRequest: tools and tool_choice", () => {
     ["an unknown tool_choice", { ...base, tools: [weatherTool], tool_choice: "any" }, "tool_choice", "invalid_value"],
     ["tool_choice as a number", { ...base, tools: [weatherTool], tool_choice: 1 }, "tool_choice", "invalid_type"],
     ["required without tools", { ...base, tool_choice: "required" }, "tool_choice", "invalid_value"],
-    ["a named choice without type", { ...base, tools: [weatherTool], tool_choice: { function: { name: "get_weather" } } }, "tool_choice.type", "missing_required_parameter"],
-    ["a named choice without function", { ...base, tools: [weatherTool], tool_choice: { type: "function" } }, "tool_choice.function", "missing_required_parameter"],
-    ["a named choice without name", { ...base, tools: [weatherTool], tool_choice: { type: "function", function: {} } }, "tool_choice.function.name", "missing_required_parameter"],
+    [
+      "a named choice without type",
+      { ...base, tools: [weatherTool], tool_choice: { function: { name: "get_weather" } } },
+      "tool_choice.type",
+      "missing_required_parameter",
+    ],
+    [
+      "a named choice without function",
+      { ...base, tools: [weatherTool], tool_choice: { type: "function" } },
+      "tool_choice.function",
+      "missing_required_parameter",
+    ],
+    [
+      "a named choice without name",
+      { ...base, tools: [weatherTool], tool_choice: { type: "function", function: {} } },
+      "tool_choice.function.name",
+      "missing_required_parameter",
+    ],
     [
       "a named choice of a tool not offered",
       { ...base, tools: [weatherTool], tool_choice: { type: "function", function: { name: "get_time" } } },
@@ -396,7 +488,9 @@ describe("parseChatRequest: tools and tool_choice", () => {
 
 describe("parseChatRequest: hostile JSON", () => {
   it("does not let __proto__ keys reach anything", () => {
-    const body = JSON.parse('{"model":"m","messages":[{"role":"user","content":"x","__proto__":{"role":"system"}}],"__proto__":{"stream":true}}');
+    const body = JSON.parse(
+      '{"model":"m","messages":[{"role":"user","content":"x","__proto__":{"role":"system"}}],"__proto__":{"stream":true}}',
+    );
     const parsed = ok(body);
     expect(parsed.stream).toBe(false);
     expect(parsed.request.messages[0]!.role).toBe(Role.USER);
@@ -407,7 +501,13 @@ describe("parseChatRequest: hostile JSON", () => {
     const fc = (await import("fast-check")).default;
     fc.assert(
       fc.property(fc.anything(), fc.jsonValue(), (anything, json) => {
-        for (const body of [anything, json, { ...base, messages: json }, { model: "m", messages: [json] }, { ...base, tools: json, tool_choice: json }]) {
+        for (const body of [
+          anything,
+          json,
+          { ...base, messages: json },
+          { model: "m", messages: [json] },
+          { ...base, tools: json, tool_choice: json },
+        ]) {
           const parsed = parseChatRequest(body);
           if (!parsed.ok) expect(typeof parsed.error.message).toBe("string");
         }

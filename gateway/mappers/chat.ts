@@ -159,7 +159,11 @@ function readStop(value: unknown): string[] {
   const list = typeof value === "string" ? [value] : value;
   if (!Array.isArray(list)) throw wrongType("stop", "a string or an array of strings", value);
   if (list.length > MAX_STOP_SEQUENCES) {
-    throw new Invalid(`Invalid 'stop': at most ${MAX_STOP_SEQUENCES} stop sequences are allowed, but got ${list.length}.`, "stop", "invalid_value");
+    throw new Invalid(
+      `Invalid 'stop': at most ${MAX_STOP_SEQUENCES} stop sequences are allowed, but got ${list.length}.`,
+      "stop",
+      "invalid_value",
+    );
   }
   return list.map((item, i) => {
     const param = typeof value === "string" ? "stop" : `stop[${i}]`;
@@ -236,7 +240,8 @@ function readTools(value: unknown): ToolDefinition[] {
         "invalid_value",
       );
     }
-    if (seen.has(name)) throw new Invalid(`Invalid '${at}.function.name': the tool name '${name}' is used twice.`, `${at}.function.name`, "invalid_value");
+    if (seen.has(name))
+      throw new Invalid(`Invalid '${at}.function.name': the tool name '${name}' is used twice.`, `${at}.function.name`, "invalid_value");
     seen.add(name);
     const description = fn["description"];
     if (description !== undefined && description !== null && typeof description !== "string") {
@@ -265,7 +270,8 @@ function readToolChoice(value: unknown, tools: ToolDefinition[]): ToolChoice | u
       case "none":
         return choice({ case: "mode", value: ToolChoiceMode.NONE });
       case "required":
-        if (tools.length === 0) throw new Invalid("Invalid 'tool_choice': 'required' needs at least one tool in 'tools'.", "tool_choice", "invalid_value");
+        if (tools.length === 0)
+          throw new Invalid("Invalid 'tool_choice': 'required' needs at least one tool in 'tools'.", "tool_choice", "invalid_value");
         return choice({ case: "mode", value: ToolChoiceMode.REQUIRED });
       default:
         throw badValue("tool_choice", value, ["auto", "none", "required"]);
@@ -305,7 +311,11 @@ function readMessages(value: unknown, maxMessages: number, maxChars: number): Ch
   if (value === undefined || value === null) throw missing("messages");
   if (!Array.isArray(value)) throw wrongType("messages", "an array", value);
   if (value.length === 0) {
-    throw new Invalid("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", "messages", "empty_array");
+    throw new Invalid(
+      "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+      "messages",
+      "empty_array",
+    );
   }
   if (value.length > maxMessages) {
     throw new Invalid(
@@ -395,7 +405,11 @@ function readContent(value: unknown, at: string, allow: { images: boolean; nulla
   if (typeof value === "string") return [textPart(value)];
   if (!Array.isArray(value)) throw wrongType(at, "a string or an array of content parts", value);
   if (value.length === 0 && !allow.nullable) {
-    throw new Invalid(`Invalid '${at}': empty array. Expected an array with minimum length 1, but got an empty array instead.`, at, "empty_array");
+    throw new Invalid(
+      `Invalid '${at}': empty array. Expected an array with minimum length 1, but got an empty array instead.`,
+      at,
+      "empty_array",
+    );
   }
   return value.map((part: unknown, i) => readPart(part, `${at}[${i}]`, allow.images));
 }
@@ -411,7 +425,8 @@ function readPart(part: unknown, at: string, images: boolean): ContentPart {
     if (typeof text !== "string") throw wrongType(`${at}.text`, "a string", text);
     return textPart(text);
   }
-  if (type === "image_url" && images) return create(ContentPartSchema, { part: { case: "imageUrl", value: readImageUrl(part["image_url"], `${at}.image_url`) } });
+  if (type === "image_url" && images)
+    return create(ContentPartSchema, { part: { case: "imageUrl", value: readImageUrl(part["image_url"], `${at}.image_url`) } });
   throw badValue(`${at}.type`, type, allowed);
 }
 

@@ -48,11 +48,7 @@ describe("parseDecisionRequest: valid bodies", () => {
     const [spam, topic, urgency] = req.questionList.map((q) => q.question!);
     expect(spam!.type).toBe(QuestionType.NOUL);
     expect(spam!.criteria.case).toBe("noul");
-    expect(topic!.criteria.case === "choice" && topic!.criteria.value.options.map((o) => o.name)).toEqual([
-      "money",
-      "work",
-      "🎉 party",
-    ]);
+    expect(topic!.criteria.case === "choice" && topic!.criteria.value.options.map((o) => o.name)).toEqual(["money", "work", "🎉 party"]);
     expect(topic!.criteria.case === "choice" && topic!.criteria.value.options[1]!.description).toBeUndefined();
     expect(urgency!.criteria.case === "score" && urgency!.criteria.value.levels).toEqual(["low", "mid", "high"]);
     expect(toJson(ValueSchema, urgency!.instructions!)).toEqual({ ask: "how urgent" });
@@ -85,7 +81,9 @@ describe("parseDecisionRequest: valid bodies", () => {
     const req = ok({ ...valid(), questions: { q: { type: "choice", criteria: options } } });
     const q = req.questionList[0]!.question!;
     expect(q.criteria.case === "choice" && q.criteria.value.options).toHaveLength(128);
-    const proto = JSON.parse('{"model":"m","state":"s","questions":{"q":{"type":"choice","criteria":{"__proto__":"p","constructor":null}}}}');
+    const proto = JSON.parse(
+      '{"model":"m","state":"s","questions":{"q":{"type":"choice","criteria":{"__proto__":"p","constructor":null}}}}',
+    );
     const q2 = ok(proto).questionList[0]!.question!;
     expect(q2.criteria.case === "choice" && q2.criteria.value.options.map((o) => o.name)).toEqual(["__proto__", "constructor"]);
   });
@@ -98,7 +96,13 @@ describe("parseDecisionRequest: valid bodies", () => {
   });
 
   it("ignores unknown top-level and question fields; null instructions are absent", () => {
-    const req = ok({ ...valid(), stream: true, temperature: 3, extra: { x: 1 }, questions: { q: { type: "noul", instructions: null, weight: 2 } } });
+    const req = ok({
+      ...valid(),
+      stream: true,
+      temperature: 3,
+      extra: { x: 1 },
+      questions: { q: { type: "noul", instructions: null, weight: 2 } },
+    });
     expect(req.questionList[0]!.question!.instructions).toBeUndefined();
   });
 });
@@ -122,32 +126,95 @@ describe("parseDecisionRequest: every rule", () => {
     ["type missing", { ...valid(), questions: { q: {} } }, ['["body","questions","q","type"]'], ["missing"]],
     ["type unknown", { ...valid(), questions: { q: { type: "yesno" } } }, ['["body","questions","q","type"]'], ["enum"]],
     ["type not a string", { ...valid(), questions: { q: { type: 1 } } }, ['["body","questions","q","type"]'], ["enum"]],
-    ["instructions a number", { ...valid(), questions: { q: { type: "noul", instructions: 5 } } }, ['["body","questions","q","instructions"]'], ["value_type"]],
-    ["noul criteria an array", { ...valid(), questions: { q: { type: "noul", criteria: ["a", "b"] } } }, ['["body","questions","q","criteria"]'], ["dict_type"]],
-    ["noul criteria a string", { ...valid(), questions: { q: { type: "noul", criteria: "yes" } } }, ['["body","questions","q","criteria"]'], ["dict_type"]],
-    ["noul criteria unknown key", { ...valid(), questions: { q: { type: "noul", criteria: { yes: "a" } } } }, ['["body","questions","q","criteria","yes"]'], ["extra_forbidden"]],
-    ["noul description a number", { ...valid(), questions: { q: { type: "noul", criteria: { true: 1 } } } }, ['["body","questions","q","criteria","true"]'], ["value_type"]],
+    [
+      "instructions a number",
+      { ...valid(), questions: { q: { type: "noul", instructions: 5 } } },
+      ['["body","questions","q","instructions"]'],
+      ["value_type"],
+    ],
+    [
+      "noul criteria an array",
+      { ...valid(), questions: { q: { type: "noul", criteria: ["a", "b"] } } },
+      ['["body","questions","q","criteria"]'],
+      ["dict_type"],
+    ],
+    [
+      "noul criteria a string",
+      { ...valid(), questions: { q: { type: "noul", criteria: "yes" } } },
+      ['["body","questions","q","criteria"]'],
+      ["dict_type"],
+    ],
+    [
+      "noul criteria unknown key",
+      { ...valid(), questions: { q: { type: "noul", criteria: { yes: "a" } } } },
+      ['["body","questions","q","criteria","yes"]'],
+      ["extra_forbidden"],
+    ],
+    [
+      "noul description a number",
+      { ...valid(), questions: { q: { type: "noul", criteria: { true: 1 } } } },
+      ['["body","questions","q","criteria","true"]'],
+      ["value_type"],
+    ],
     ["choice criteria missing", { ...valid(), questions: { q: { type: "choice" } } }, ['["body","questions","q","criteria"]'], ["missing"]],
-    ["choice criteria null", { ...valid(), questions: { q: { type: "choice", criteria: null } } }, ['["body","questions","q","criteria"]'], ["missing"]],
-    ["choice criteria an array", { ...valid(), questions: { q: { type: "choice", criteria: ["a", "b"] } } }, ['["body","questions","q","criteria"]'], ["dict_type"]],
-    ["choice without options", { ...valid(), questions: { q: { type: "choice", criteria: {} } } }, ['["body","questions","q","criteria"]'], ["too_short"]],
+    [
+      "choice criteria null",
+      { ...valid(), questions: { q: { type: "choice", criteria: null } } },
+      ['["body","questions","q","criteria"]'],
+      ["missing"],
+    ],
+    [
+      "choice criteria an array",
+      { ...valid(), questions: { q: { type: "choice", criteria: ["a", "b"] } } },
+      ['["body","questions","q","criteria"]'],
+      ["dict_type"],
+    ],
+    [
+      "choice without options",
+      { ...valid(), questions: { q: { type: "choice", criteria: {} } } },
+      ['["body","questions","q","criteria"]'],
+      ["too_short"],
+    ],
     [
       "choice with 129 options",
-      { ...valid(), questions: { q: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`o${i}`, null])) } } },
+      {
+        ...valid(),
+        questions: { q: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`o${i}`, null])) } },
+      },
       ['["body","questions","q","criteria"]'],
       ["too_long"],
     ],
-    ["choice description a boolean", { ...valid(), questions: { q: { type: "choice", criteria: { a: true } } } }, ['["body","questions","q","criteria","a"]'], ["value_type"]],
+    [
+      "choice description a boolean",
+      { ...valid(), questions: { q: { type: "choice", criteria: { a: true } } } },
+      ['["body","questions","q","criteria","a"]'],
+      ["value_type"],
+    ],
     ["score criteria missing", { ...valid(), questions: { q: { type: "score" } } }, ['["body","questions","q","criteria"]'], ["missing"]],
-    ["score criteria an object", { ...valid(), questions: { q: { type: "score", criteria: { "0": "low", "1": "high" } } } }, ['["body","questions","q","criteria"]'], ["list_type"]],
-    ["score with 1 level", { ...valid(), questions: { q: { type: "score", criteria: ["only"] } } }, ['["body","questions","q","criteria"]'], ["too_short"]],
+    [
+      "score criteria an object",
+      { ...valid(), questions: { q: { type: "score", criteria: { "0": "low", "1": "high" } } } },
+      ['["body","questions","q","criteria"]'],
+      ["list_type"],
+    ],
+    [
+      "score with 1 level",
+      { ...valid(), questions: { q: { type: "score", criteria: ["only"] } } },
+      ['["body","questions","q","criteria"]'],
+      ["too_short"],
+    ],
     [
       "score with 11 levels",
       { ...valid(), questions: { q: { type: "score", criteria: Array.from({ length: 11 }, (_, i) => `l${i}`) } } },
       ['["body","questions","q","criteria"]'],
       ["too_long"],
     ],
-    ["score level not a string", { ...valid(), questions: { q: { type: "score", criteria: ["a", 2, "c"] } } }, ['["body","questions","q","criteria",1]'], ["string_type"]],
+    [
+      "score level not a string",
+      { ...valid(), questions: { q: { type: "score", criteria: ["a", 2, "c"] } } },
+      ['["body","questions","q","criteria",1]'],
+      ["string_type"],
+    ],
   ];
   it.each(cases)("%s", (_name, body, wantLocs, wantTypes) => {
     const vs = violations(body);
@@ -243,7 +310,10 @@ describe("decisionResponseToJson", () => {
           id: "rate",
           answer: {
             type: QuestionType.SCORE,
-            result: { case: "score", value: { score: 1.5, legend: ["low", "high", "top"], probabilities: [0.1, 0.3, 0.6], confidence: 0.2 } },
+            result: {
+              case: "score",
+              value: { score: 1.5, legend: ["low", "high", "top"], probabilities: [0.1, 0.3, 0.6], confidence: 0.2 },
+            },
           },
         },
       ],
@@ -264,7 +334,7 @@ describe("decisionResponseToJson", () => {
     expect(Object.prototype).not.toHaveProperty("type");
   });
 
-  it("keys legend and probabilities of a score \"0\"…\"L−1\" alike", () => {
+  it('keys legend and probabilities of a score "0"…"L−1" alike', () => {
     fc.assert(
       fc.property(fc.array(fc.string(), { minLength: 2, maxLength: 10 }), (legend) => {
         const res = create(DecideResponseSchema, {

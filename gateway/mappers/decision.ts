@@ -272,7 +272,7 @@ function checkDepth(value: unknown, loc: (string | number)[], violations: Violat
 }
 
 function own(obj: { [key: string]: unknown }, key: string): unknown {
-  return Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined;
+  return Object.hasOwn(obj, key) ? obj[key] : undefined;
 }
 
 function isObject(v: unknown): v is { [key: string]: unknown } {

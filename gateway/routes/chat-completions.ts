@@ -97,7 +97,10 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
       request.model = servingId;
 
       const counted = await inference
-        .countTokens({ model: servingId, messages: request.messages, tools: request.tools, options: request.options }, { signal: ctx.signal })
+        .countTokens(
+          { model: servingId, messages: request.messages, tools: request.tools, options: request.options },
+          { signal: ctx.signal },
+        )
         .catch((err: unknown) => {
           throw inClientTerms(err, servingId, shownModel);
         });

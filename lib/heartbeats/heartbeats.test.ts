@@ -21,7 +21,12 @@ describe("the in-process worker directory", () => {
     directory.publish({ id: "a", address: "", models: [], slotsTotal: 4, slotsFree: 3 });
     directory.publish({ id: "d", address: "", models: [], slotsTotal: 4, slotsFree: 2 });
     expect(directory.live().map((w) => w.id)).toEqual(["a", "b", "d", "c"]);
-    expect(byLeastLoaded({ id: "x", address: "", models: [], slotsTotal: 1, slotsFree: 1 }, { id: "x", address: "", models: [], slotsTotal: 1, slotsFree: 1 })).toBe(0);
+    expect(
+      byLeastLoaded(
+        { id: "x", address: "", models: [], slotsTotal: 1, slotsFree: 1 },
+        { id: "x", address: "", models: [], slotsTotal: 1, slotsFree: 1 },
+      ),
+    ).toBe(0);
   });
 });
 

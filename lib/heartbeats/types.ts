@@ -32,9 +32,5 @@ export interface WorkerDirectory {
 
 /** Most free slots first; then fewest busy; then by id so the order is stable. */
 export function byLeastLoaded(a: WorkerHeartbeat, b: WorkerHeartbeat): number {
-  return (
-    b.slotsFree - a.slotsFree ||
-    (a.slotsTotal - a.slotsFree) - (b.slotsTotal - b.slotsFree) ||
-    (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
-  );
+  return b.slotsFree - a.slotsFree || a.slotsTotal - a.slotsFree - (b.slotsTotal - b.slotsFree) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }

@@ -43,7 +43,10 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsLink
   const started = Date.now();
   logger.info({ nats: redactUrl(options.url) }, "connecting to NATS (waits until it answers)");
   const nc = await connect({
-    servers: options.url.split(",").map((s) => s.trim()).filter((s) => s !== ""),
+    servers: options.url
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s !== ""),
     name: options.name,
     maxReconnectAttempts: -1,
     waitOnFirstConnect: true,
@@ -60,7 +63,8 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsLink
     for await (const status of nc.status()) {
       switch (status.type) {
         case "disconnect":
-          if (up) logger.warn({ server: status.server }, "NATS connection lost; reconnecting (requests that need NATS fail with 503 meanwhile)");
+          if (up)
+            logger.warn({ server: status.server }, "NATS connection lost; reconnecting (requests that need NATS fail with 503 meanwhile)");
           up = false;
           break;
         case "reconnect":

@@ -94,7 +94,7 @@ function natsBucket<T>(name: string, open: () => Promise<KV>, connected: () => b
     async get(key): Promise<KvEntry<T> | null> {
       assertValidKey(key);
       const entry = await run(key, undefined, (kv) => kv.get(key));
-      if (!entry || entry.operation !== "PUT") return null;
+      if (entry?.operation !== "PUT") return null;
       return { value: entry.json<T>(), revision: entry.revision };
     },
     async create(key, value) {
@@ -139,8 +139,7 @@ function natsBucket<T>(name: string, open: () => Promise<KV>, connected: () => b
 function isWrongLastSequence(err: unknown): boolean {
   return (
     err instanceof JetStreamApiError &&
-    (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
-      err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+    (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
   );
 }
 

@@ -30,7 +30,10 @@ async function until(check: () => boolean, ms = 10_000) {
 
 async function failure(work: Promise<unknown>) {
   const started = Date.now();
-  const err = await work.then(() => undefined, (e: unknown) => e);
+  const err = await work.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   return { err: err as ConnectError, ms: Date.now() - started };
 }
 
@@ -59,7 +62,10 @@ describe("NATS going away and coming back", () => {
     // JetStream may take a moment after the server is back: retry briefly.
     let value: { n: number } | undefined;
     for (let i = 0; i < 50 && value === undefined; i++) {
-      value = await bucket.get("a").then((e) => e?.value, () => undefined);
+      value = await bucket.get("a").then(
+        (e) => e?.value,
+        () => undefined,
+      );
       if (value === undefined) await new Promise((r) => setTimeout(r, 100));
     }
     expect(value).toEqual({ n: 1 });

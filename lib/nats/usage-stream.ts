@@ -134,7 +134,10 @@ export function startUsageConsumer(
       await settle(event);
       m.ack();
     } catch (err) {
-      logger.warn({ err, seq: m.seq, requestId: event.requestId, deliveries: m.info.deliveryCount }, "usage event not settled; redelivering later");
+      logger.warn(
+        { err, seq: m.seq, requestId: event.requestId, deliveries: m.info.deliveryCount },
+        "usage event not settled; redelivering later",
+      );
       m.nak(1_000);
     }
   };

@@ -15,10 +15,7 @@ export interface NatsWorkerDirectoryOptions {
  * and every process that routes requests (gateway, decision, registry) subscribes. A worker
  * whose heartbeats stop — killed, or cut off from NATS — drops out after the time to live.
  */
-export function createNatsWorkerDirectory(
-  nc: NatsConnection,
-  options: NatsWorkerDirectoryOptions = {},
-): WorkerDirectory {
+export function createNatsWorkerDirectory(nc: NatsConnection, options: NatsWorkerDirectoryOptions = {}): WorkerDirectory {
   const workers = new LiveWorkers(options.ttlMs, options.clock);
 
   const subscriptions: Subscription[] = [

@@ -36,7 +36,13 @@ describe("createFailoverTransport", () => {
     let now = 0;
     const client = createClient(
       RegistryService,
-      createFailoverTransport([{ name: "a", transport: replica("a", a) }, { name: "b", transport: replica("b", b) }], { clock: () => now, downMs: 1000 }),
+      createFailoverTransport(
+        [
+          { name: "a", transport: replica("a", a) },
+          { name: "b", transport: replica("b", b) },
+        ],
+        { clock: () => now, downMs: 1000 },
+      ),
     );
     const who = async () => (await client.listWorkers({})).workers[0]!.id;
     expect([await who(), await who(), await who(), await who()]).toEqual(["a", "b", "a", "b"]);
@@ -56,20 +62,38 @@ describe("createFailoverTransport", () => {
   it("fails Unavailable naming the replicas when none answers, and passes other errors on at once", async () => {
     const a = { calls: 0, fail: "refused" as const };
     const b = { calls: 0, fail: "unavailable" as const };
-    const client = createClient(RegistryService, createFailoverTransport([{ name: "http://a", transport: replica("a", a) }, { name: "http://b", transport: replica("b", b) }]));
+    const client = createClient(
+      RegistryService,
+      createFailoverTransport([
+        { name: "http://a", transport: replica("a", a) },
+        { name: "http://b", transport: replica("b", b) },
+      ]),
+    );
     const err = await client.listWorkers({}).catch((e: unknown) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.Unavailable);
     expect((err as ConnectError).rawMessage).toMatch(/RegistryService.ListWorkers: no replica answered \(http:\/\/a, http:\/\/b\)/);
 
     const c = { calls: 0, fail: "invalid" as const };
     const d = { calls: 0 };
-    const strict = createClient(RegistryService, createFailoverTransport([{ name: "c", transport: replica("c", c) }, { name: "d", transport: replica("d", d) }]));
+    const strict = createClient(
+      RegistryService,
+      createFailoverTransport([
+        { name: "c", transport: replica("c", c) },
+        { name: "d", transport: replica("d", d) },
+      ]),
+    );
     expect(((await strict.listWorkers({}).catch((e: unknown) => e)) as ConnectError).code).toBe(Code.InvalidArgument);
     expect(d.calls).toBe(0);
   });
 
   it("tells a broken connection from an answer, and never retries what the caller cancelled", () => {
-    const reset = new ConnectError("socket hang up", Code.Aborted, undefined, undefined, Object.assign(new Error("x"), { code: "ECONNRESET" }));
+    const reset = new ConnectError(
+      "socket hang up",
+      Code.Aborted,
+      undefined,
+      undefined,
+      Object.assign(new Error("x"), { code: "ECONNRESET" }),
+    );
     expect(isConnectionFailure(reset)).toBe(true);
     expect(isConnectionFailure(new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled))).toBe(true);
     expect(isConnectionFailure(new ConnectError("model failed", Code.Unavailable))).toBe(false);

@@ -71,7 +71,9 @@ describe("startServiceServer", () => {
 
     await createClient(RegistryService, connectTransport(server.url)).listWorkers({});
     const text = await (await fetch(`${server.url}/metrics`)).text();
-    expect(text).toMatch(/tessera_http_requests_total\{method="POST",route="\/tessera.registry.v1.RegistryService\/ListWorkers",status="200"\} 1/);
+    expect(text).toMatch(
+      /tessera_http_requests_total\{method="POST",route="\/tessera.registry.v1.RegistryService\/ListWorkers",status="200"\} 1/,
+    );
   });
 
   it("lets calls in flight finish when it closes, then refuses connections", async () => {
@@ -85,7 +87,9 @@ describe("startServiceServer", () => {
     await server.close(5_000);
     expect(Date.now() - started).toBeLessThan(2_000);
     expect((await inFlight).workers).toHaveLength(1);
-    const err = await createClient(RegistryService, connectTransport(server.url)).listWorkers({}).catch((e: unknown) => ConnectError.from(e));
+    const err = await createClient(RegistryService, connectTransport(server.url))
+      .listWorkers({})
+      .catch((e: unknown) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.Unavailable);
   });
 });

@@ -53,7 +53,8 @@ export async function startServiceServer(options: ServiceServerOptions): Promise
       for (const handler of router.handlers) rpcPaths.add(handler.requestPath);
     },
     ...(options.interceptors !== undefined && { interceptors: options.interceptors }),
-    fallback: (_req, res) => json(res as unknown as Response, 404, { detail: { error_type: "not_found_error", message: "no such service method" } }),
+    fallback: (_req, res) =>
+      json(res as unknown as Response, 404, { detail: { error_type: "not_found_error", message: "no such service method" } }),
   });
 
   const readyz = async () => {

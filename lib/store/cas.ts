@@ -55,12 +55,7 @@ interface KeyQueue<T> {
  * round rather than per call, and retries are only needed against other processes
  * (another replica on NATS, the admin CLI on the same LMDB files).
  */
-export function casUpdate<T>(
-  bucket: KvBucket<T>,
-  key: string,
-  fn: Update<T>,
-  options: CasOptions = {},
-): Promise<CasResult<T>> {
+export function casUpdate<T>(bucket: KvBucket<T>, key: string, fn: Update<T>, options: CasOptions = {}): Promise<CasResult<T>> {
   return new Promise<CasResult<T>>((resolve, reject) => {
     let byKey = queues.get(bucket) as Map<string, KeyQueue<T>> | undefined;
     if (!byKey) {

@@ -199,9 +199,7 @@ export function runStoreContract(
 
       it("ends exactly at N after N parallel increments", async () => {
         const n = 100;
-        await Promise.all(
-          Array.from({ length: n }, () => casUpdate(bucket, "counter", (v) => ({ n: (v?.n ?? 0) + 1 }))),
-        );
+        await Promise.all(Array.from({ length: n }, () => casUpdate(bucket, "counter", (v) => ({ n: (v?.n ?? 0) + 1 }))));
         expect((await bucket.get("counter"))!.value.n).toBe(n);
       });
 
@@ -231,9 +229,7 @@ export function runStoreContract(
           await bucket.put(key, { n: entry!.value.n + 1 });
           return entry;
         });
-        await expect(casUpdate(alwaysStale, "hopeless", (v) => v, { maxRetries: 3 })).rejects.toBeInstanceOf(
-          CasRetriesExhaustedError,
-        );
+        await expect(casUpdate(alwaysStale, "hopeless", (v) => v, { maxRetries: 3 })).rejects.toBeInstanceOf(CasRetriesExhaustedError);
       });
     });
   });

@@ -21,7 +21,17 @@ class Point {
 
 describe("copyJson", () => {
   it("gives what a JSON round trip gives, for any value", () => {
-    const odd = fc.constantFrom<unknown>(undefined, NaN, -0, Infinity, new Date(0), new Point(1, 2), { toJSON: () => "tj" }, () => 1, Symbol("s"));
+    const odd = fc.constantFrom<unknown>(
+      undefined,
+      NaN,
+      -0,
+      Infinity,
+      new Date(0),
+      new Point(1, 2),
+      { toJSON: () => "tj" },
+      () => 1,
+      Symbol("s"),
+    );
     const value = fc.letrec((tie) => ({
       any: fc.oneof({ depthSize: "small" }, fc.jsonValue(), odd, tie("array"), tie("object")),
       array: fc.array(tie("any"), { maxLength: 4 }),

@@ -64,11 +64,7 @@ export class RevisionConflictError extends Error {
     readonly key: string,
     readonly expectedRevision: number | null,
   ) {
-    super(
-      expectedRevision === null
-        ? `${bucket}/${key} already exists`
-        : `${bucket}/${key} is no longer at revision ${expectedRevision}`,
-    );
+    super(expectedRevision === null ? `${bucket}/${key} already exists` : `${bucket}/${key} is no longer at revision ${expectedRevision}`);
   }
 }
 

@@ -68,7 +68,10 @@ export function retryingUsageSink(inner: UsageSink, options: RetryingUsageSinkOp
         if (queue.size >= maxPending) {
           const [oldestKey, oldest] = queue.entries().next().value as [string, SettleRequest];
           queue.delete(oldestKey);
-          logger.error({ keyId: oldest.keyId, requestId: oldest.requestId, usage: oldest.usage }, "usage event dropped: too many waiting for the stream");
+          logger.error(
+            { keyId: oldest.keyId, requestId: oldest.requestId, usage: oldest.usage },
+            "usage event dropped: too many waiting for the stream",
+          );
         }
         if (queue.size === 0) logger.warn({ err }, "usage stream unavailable; keeping usage events to publish later");
         queue.set(keyOf(event), event);
@@ -85,7 +88,10 @@ export function retryingUsageSink(inner: UsageSink, options: RetryingUsageSinkOp
       if (timer !== undefined) clearTimeout(timer);
       timer = undefined;
       for (const event of queue.values()) {
-        logger.error({ keyId: event.keyId, requestId: event.requestId, kind: event.kind, usage: event.usage }, "usage event not published before shutdown");
+        logger.error(
+          { keyId: event.keyId, requestId: event.requestId, kind: event.kind, usage: event.usage },
+          "usage event not published before shutdown",
+        );
       }
     },
   };

@@ -26,7 +26,11 @@ function setup(auth: AccountingAuthOptions) {
   return (token?: string) => createClient(AccountingService, transport(token));
 }
 
-const codeOf = (promise: Promise<unknown>) => promise.then(() => "ok", (err: unknown) => ConnectError.from(err).code);
+const codeOf = (promise: Promise<unknown>) =>
+  promise.then(
+    () => "ok",
+    (err: unknown) => ConnectError.from(err).code,
+  );
 
 describe("accounting's admin and internal credentials", () => {
   it("splits the RPCs into the request path and admin", () => {
@@ -59,7 +63,9 @@ describe("accounting's admin and internal credentials", () => {
 
   it("without an admin token, admin RPCs are refused whatever is sent", async () => {
     const client = setup({ adminToken: undefined, internalToken: undefined });
-    const err = await client(ADMIN).listKeys({}).catch((e: unknown) => ConnectError.from(e));
+    const err = await client(ADMIN)
+      .listKeys({})
+      .catch((e: unknown) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.PermissionDenied);
     expect((err as ConnectError).rawMessage).toMatch(/TESSERA_ADMIN_TOKEN/);
   });

@@ -14,7 +14,12 @@ afterEach(async () => {
 async function run(...argv: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runKeysCommand(argv, h.client, (l) => out.push(l), (l) => err.push(l));
+  const code = await runKeysCommand(
+    argv,
+    h.client,
+    (l) => out.push(l),
+    (l) => err.push(l),
+  );
   return { code, out, err };
 }
 

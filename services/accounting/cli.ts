@@ -1,10 +1,5 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import {
-  AccountStatus,
-  type AccountInfo,
-  type AccountingService,
-  type KeyInfo,
-} from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { AccountStatus, type AccountInfo, type AccountingService, type KeyInfo } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 
 export const KEYS_HELP = `Usage: tessera keys <command> [options]
 
@@ -114,7 +109,12 @@ function describeAccount(a: AccountInfo): string[] {
 
 function table(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd());
+  return rows.map((r) =>
+    r
+      .map((cell, i) => cell.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd(),
+  );
 }
 
 /**

@@ -103,10 +103,7 @@ export class Directory {
   }
 
   /** Writes the key record a registered hash points at. */
-  async writeNewKey(
-    id: string,
-    init: { accountId: string; name: string; rpm: number; hashHex: string },
-  ): Promise<KeyRecord> {
+  async writeNewKey(id: string, init: { accountId: string; name: string; rpm: number; hashHex: string }): Promise<KeyRecord> {
     const key: KeyRecord = {
       id,
       accountId: init.accountId,
@@ -129,10 +126,7 @@ export class Directory {
     return result.value;
   }
 
-  async updateAccount(
-    id: string,
-    fn: (account: AccountRecord) => AccountRecord | undefined,
-  ): Promise<AccountRecord | undefined> {
+  async updateAccount(id: string, fn: (account: AccountRecord) => AccountRecord | undefined): Promise<AccountRecord | undefined> {
     this.accountsById.delete(id);
     const result = await casUpdate(this.buckets.accounts, id, (current) => (current ? fn(current) : undefined));
     if (result.value) this.accountsById.set(id, result.value);

@@ -1,9 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import {
-  QuotaExceededSchema,
-  RateLimitedSchema,
-  type UsageKind,
-} from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { QuotaExceededSchema, RateLimitedSchema, type UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 
 export const invalidArgument = (message: string) => new ConnectError(message, Code.InvalidArgument);
 export const notFound = (message: string) => new ConnectError(message, Code.NotFound);
@@ -20,10 +16,7 @@ export function rateLimited(limit: number, retryAfterSeconds: number): ConnectEr
 }
 
 export function quotaExceeded(kind: UsageKind, kindName: string, quota: number, available: number): ConnectError {
-  return new ConnectError(
-    `The ${kindName} quota is used up: ${available} of ${quota} tokens left.`,
-    Code.ResourceExhausted,
-    undefined,
-    [{ desc: QuotaExceededSchema, value: { kind, quotaTokens: BigInt(quota), availableTokens: BigInt(available) } }],
-  );
+  return new ConnectError(`The ${kindName} quota is used up: ${available} of ${quota} tokens left.`, Code.ResourceExhausted, undefined, [
+    { desc: QuotaExceededSchema, value: { kind, quotaTokens: BigInt(quota), availableTokens: BigInt(available) } },
+  ]);
 }

@@ -19,7 +19,7 @@ export function randomBase62(length: number): string {
 }
 
 function base62(bytes: Buffer, width: number): string {
-  let n = BigInt("0x" + bytes.toString("hex"));
+  let n = BigInt(`0x${bytes.toString("hex")}`);
   let out = "";
   while (n > 0n) {
     out = BASE62[Number(n % 62n)] + out;
@@ -33,8 +33,8 @@ export function newApiKey(): string {
   return API_KEY_PREFIX + base62(randomBytes(32), SECRET_CHARS);
 }
 
-export const newKeyId = () => "key_" + randomBase62(12);
-export const newAccountId = () => "acct_" + randomBase62(12);
+export const newKeyId = () => `key_${randomBase62(12)}`;
+export const newAccountId = () => `acct_${randomBase62(12)}`;
 
 /**
  * What is stored instead of a secret: its SHA-256, in hex. A plain SHA-256 suffices:

@@ -2,12 +2,7 @@
 // the request path's wiring, so codes and details must come through as over the network.
 import { Code, createClient } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import {
-  AccountingService,
-  QuotaExceededSchema,
-  RateLimitedSchema,
-  UsageKind,
-} from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { AccountingService, QuotaExceededSchema, RateLimitedSchema, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { createInProcessTransport } from "../../lib/in-process-transport.js";
 import { createMemoryStore } from "../../lib/store/index.js";
 import { createAccountingService } from "./service.js";
@@ -16,7 +11,10 @@ import { failure, silentLogger } from "./testing.js";
 describe("accounting over the in-process transport", () => {
   it("returns messages and the same errors, with details, as a remote client gets", async () => {
     const impl = createAccountingService({ store: createMemoryStore(), logger: silentLogger, defaultRequestsPerMinute: 1 });
-    const client = createClient(AccountingService, createInProcessTransport((s) => s.service(AccountingService, impl)));
+    const client = createClient(
+      AccountingService,
+      createInProcessTransport((s) => s.service(AccountingService, impl)),
+    );
     const { apiKey, key } = await client.createKey({ limits: { textQuotaTokens: 5n } });
     const { principal } = await client.authenticate({ apiKey });
     expect(principal!.keyId).toBe(key!.keyId);

@@ -52,7 +52,7 @@ describe("keys", () => {
 
   it("refuses unknown, malformed and empty keys with Unauthenticated", async () => {
     await h.client.createKey({});
-    for (const apiKey of ["tsr_" + "x".repeat(43), "", "Bearer tsr_abc", "sk-abc", "tsr_" + "a".repeat(300), "tsr_ä"]) {
+    for (const apiKey of [`tsr_${"x".repeat(43)}`, "", "Bearer tsr_abc", "sk-abc", `tsr_${"a".repeat(300)}`, "tsr_ä"]) {
       const err = await failure(h.client.authenticate({ apiKey }));
       expect(err.code, apiKey).toBe(Code.Unauthenticated);
     }
@@ -78,7 +78,9 @@ describe("keys", () => {
     // A second service on the same durable store: another replica, or the admin CLI.
     const other = createClient(
       AccountingService,
-      createRouterTransport(accountingRoutes({ store: h.store, rateStore: h.rateStore, clock: h.now, logger: silentLogger, defaultRequestsPerMinute: 1000 })),
+      createRouterTransport(
+        accountingRoutes({ store: h.store, rateStore: h.rateStore, clock: h.now, logger: silentLogger, defaultRequestsPerMinute: 1000 }),
+      ),
     );
     const { key } = await h.client.createKey({});
     const keyId = key!.keyId;

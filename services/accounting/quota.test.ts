@@ -1,10 +1,6 @@
 import { Code } from "@connectrpc/connect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  QuotaExceededSchema,
-  RateLimitedSchema,
-  UsageKind,
-} from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { QuotaExceededSchema, RateLimitedSchema, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { failure, startHarness, T0, type Harness } from "./testing.js";
 
 let h: Harness;
@@ -38,9 +34,7 @@ describe("quotas: reservation and settlement", () => {
     expect(settled.alreadySettled).toBe(false);
     expect(await account(key!.accountId)).toMatchObject({ textUsedTokens: 150n, textReservedTokens: 0n });
     await h.client.admit({ keyId, requestId: "b", kind: TEXT, reserveTokens: 850n });
-    expect((await failure(h.client.admit({ keyId, requestId: "c", kind: TEXT, reserveTokens: 1n }))).code).toBe(
-      Code.ResourceExhausted,
-    );
+    expect((await failure(h.client.admit({ keyId, requestId: "c", kind: TEXT, reserveTokens: 1n }))).code).toBe(Code.ResourceExhausted);
   });
 
   it("refuses once the quota is used up, even a reservation of 0", async () => {
@@ -71,7 +65,9 @@ describe("quotas: reservation and settlement", () => {
   it("checks the rate limit before the quota; a quota refusal still counts as a request", async () => {
     const { key } = await h.client.createKey({ limits: { requestsPerMinute: 2, textQuotaTokens: 10n } });
     const keyId = key!.keyId;
-    expect((await failure(h.client.admit({ keyId, requestId: "1", kind: TEXT, reserveTokens: 11n }))).findDetails(QuotaExceededSchema)).toHaveLength(1);
+    expect(
+      (await failure(h.client.admit({ keyId, requestId: "1", kind: TEXT, reserveTokens: 11n }))).findDetails(QuotaExceededSchema),
+    ).toHaveLength(1);
     await h.client.admit({ keyId, requestId: "2", kind: TEXT, reserveTokens: 5n });
     const err = await failure(h.client.admit({ keyId, requestId: "3", kind: TEXT, reserveTokens: 50n }));
     expect(err.findDetails(RateLimitedSchema)).toHaveLength(1);
@@ -92,9 +88,7 @@ describe("quotas: reservation and settlement", () => {
     await h.client.admit({ keyId, requestId: "lost", kind: TEXT, reserveTokens: 900n });
     h.advance(15 * 60_000 - 1);
     expect((await account(key!.accountId)).textReservedTokens).toBe(900n);
-    expect((await failure(h.client.admit({ keyId, requestId: "n1", kind: TEXT, reserveTokens: 200n }))).code).toBe(
-      Code.ResourceExhausted,
-    );
+    expect((await failure(h.client.admit({ keyId, requestId: "n1", kind: TEXT, reserveTokens: 200n }))).code).toBe(Code.ResourceExhausted);
     h.advance(1);
     expect((await account(key!.accountId)).textReservedTokens).toBe(0n);
     await h.client.admit({ keyId, requestId: "n2", kind: TEXT, reserveTokens: 900n });
@@ -139,9 +133,7 @@ describe("Settle: idempotency", () => {
   it("charges once when the same request is settled concurrently", async () => {
     const { key } = await h.client.createKey({});
     const settles = await Promise.all(
-      Array.from({ length: 20 }, () =>
-        h.client.settle({ keyId: key!.keyId, requestId: "dup", kind: TEXT, usage: { promptTokens: 5n } }),
-      ),
+      Array.from({ length: 20 }, () => h.client.settle({ keyId: key!.keyId, requestId: "dup", kind: TEXT, usage: { promptTokens: 5n } })),
     );
     expect(settles.filter((s) => !s.alreadySettled)).toHaveLength(1);
     expect((await account(key!.accountId)).textUsedTokens).toBe(5n);
@@ -159,7 +151,9 @@ describe("Settle: idempotency", () => {
     const a = await h.client.createKey({});
     const b = await h.client.createKey({ accountId: a.key!.accountId });
     await h.client.settle({ keyId: a.key!.keyId, requestId: "same", kind: TEXT, usage: { promptTokens: 1n } });
-    expect((await h.client.settle({ keyId: b.key!.keyId, requestId: "same", kind: TEXT, usage: { promptTokens: 1n } })).alreadySettled).toBe(false);
+    expect(
+      (await h.client.settle({ keyId: b.key!.keyId, requestId: "same", kind: TEXT, usage: { promptTokens: 1n } })).alreadySettled,
+    ).toBe(false);
     expect((await account(a.key!.accountId)).textUsedTokens).toBe(2n);
   });
 
@@ -190,9 +184,7 @@ describe("Settle: idempotency", () => {
     expect((await failure(h.client.settle({ keyId: "", requestId: "x" }))).code).toBe(Code.InvalidArgument);
     expect((await failure(h.client.settle({ keyId: "key_unknown", requestId: "x" }))).code).toBe(Code.NotFound);
     expect((await failure(h.client.settle({ keyId, requestId: "x", kind: 9 as UsageKind }))).code).toBe(Code.InvalidArgument);
-    expect((await failure(h.client.settle({ keyId, requestId: "x", usage: { promptTokens: 2n ** 63n } }))).code).toBe(
-      Code.InvalidArgument,
-    );
+    expect((await failure(h.client.settle({ keyId, requestId: "x", usage: { promptTokens: 2n ** 63n } }))).code).toBe(Code.InvalidArgument);
     expect((await failure(h.client.admit({ keyId, kind: TEXT, reserveTokens: 1n }))).code).toBe(Code.InvalidArgument);
     // Odd characters in request ids are fine: they are hashed before they reach the store.
     await h.client.settle({ keyId, requestId: "ä b*c>d.", kind: TEXT, usage: { promptTokens: 1n } });
@@ -232,9 +224,7 @@ describe("GetUsage: the ledger per key and UTC day", () => {
     for (const fromDay of ["2026-1-5", "2026-02-30", "yesterday", "2026-01-15T00:00:00Z"]) {
       expect((await failure(h.client.getUsage({ keyId, fromDay }))).code, fromDay).toBe(Code.InvalidArgument);
     }
-    expect((await failure(h.client.getUsage({ keyId, fromDay: "2026-01-10", toDay: "2026-01-09" }))).code).toBe(
-      Code.InvalidArgument,
-    );
+    expect((await failure(h.client.getUsage({ keyId, fromDay: "2026-01-10", toDay: "2026-01-09" }))).code).toBe(Code.InvalidArgument);
     expect((await failure(h.client.getUsage({ keyId: "key_none" }))).code).toBe(Code.NotFound);
   });
 });

@@ -25,12 +25,7 @@ export interface RateDecision {
  * A process-local store (embedded mode) does the read-modify-write at once instead: nothing
  * else can run between its read and its write, and this is on every request's path.
  */
-export function takeRequest(
-  bucket: KvBucket<RateWindow>,
-  key: string,
-  limit: number,
-  now: number,
-): Promise<RateDecision> {
+export function takeRequest(bucket: KvBucket<RateWindow>, key: string, limit: number, now: number): Promise<RateDecision> {
   if (updatesNow(bucket)) {
     try {
       return Promise.resolve(takeRequestNow(bucket, key, limit, now));

@@ -3,7 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import {
-  AccountingService,
+  type AccountingService,
   type AdmitRequest,
   type AdmitResponse,
   AuthenticateResponseSchema,
@@ -143,7 +143,10 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
   }
 
   /** Admit's quota reservation (finite quotas only, so a promise only then), then the answer. */
-  function reserveAndAnswer({ req, key, account, kind, reserve, now }: Admission, rate: RateDecision): AdmitResponse | Promise<AdmitResponse> {
+  function reserveAndAnswer(
+    { req, key, account, kind, reserve, now }: Admission,
+    rate: RateDecision,
+  ): AdmitResponse | Promise<AdmitResponse> {
     const answer = admitResponse(rate.remaining, rate.resetSeconds);
     const quota = kind === undefined ? 0 : quotaOf(account, kind);
     if (kind === undefined || quota <= 0) return answer;
@@ -356,7 +359,10 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
     },
 
     async getUsage(req) {
-      for (const [field, day] of [["from_day", req.fromDay], ["to_day", req.toDay]] as const) {
+      for (const [field, day] of [
+        ["from_day", req.fromDay],
+        ["to_day", req.toDay],
+      ] as const) {
         if (day !== "" && !isUtcDay(day)) throw invalidArgument(`${field} must be a day written YYYY-MM-DD, got ${JSON.stringify(day)}.`);
       }
       const key = await existingKey(req.keyId);
@@ -437,7 +443,8 @@ async function guardStore<T>(work: Promise<T>): Promise<T> {
   try {
     return await work;
   } catch (err) {
-    if (err instanceof CasRetriesExhaustedError) throw new ConnectError("Accounting store is busy; retry.", Code.Unavailable, undefined, undefined, err);
+    if (err instanceof CasRetriesExhaustedError)
+      throw new ConnectError("Accounting store is busy; retry.", Code.Unavailable, undefined, undefined, err);
     throw err;
   }
 }

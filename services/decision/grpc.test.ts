@@ -14,9 +14,7 @@ import { silentLogger } from "../../lib/logger.js";
 import { decisionRoutes } from "./server.js";
 import { fakeInference, fakeRegistry } from "./test-doubles.js";
 
-const decisionJson: JsonObject = JSON.parse(
-  readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"),
-);
+const decisionJson: JsonObject = JSON.parse(readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"));
 
 describe("DecisionService over gRPC", () => {
   let server: http2.Http2Server;
@@ -26,8 +24,14 @@ describe("DecisionService over gRPC", () => {
 
   beforeAll(async () => {
     const fake = fakeInference(decisionJson);
-    const registry = createClient(RegistryService, createRouterTransport(({ service }) => service(RegistryService, fakeRegistry())));
-    const inference = createClient(InferenceService, createRouterTransport(({ service }) => service(InferenceService, fake.impl)));
+    const registry = createClient(
+      RegistryService,
+      createRouterTransport(({ service }) => service(RegistryService, fakeRegistry())),
+    );
+    const inference = createClient(
+      InferenceService,
+      createRouterTransport(({ service }) => service(InferenceService, fake.impl)),
+    );
     server = http2.createServer(
       connectNodeAdapter({ routes: decisionRoutes({ registry, inferenceFor: () => inference, logger: silentLogger() }) }),
     );
@@ -72,12 +76,10 @@ describe("DecisionService over gRPC", () => {
 
   it("sends every validation problem as a ValidationFailure detail over the wire", async () => {
     const client = createClient(DecisionService, createGrpcTransport({ baseUrl }));
-    const err = await client
-      .decide({ model: "jev-latest", questionList: [{ id: "q", question: { type: QuestionType.CHOICE } }] })
-      .then(
-        () => undefined,
-        (e: unknown) => ConnectError.from(e),
-      );
+    const err = await client.decide({ model: "jev-latest", questionList: [{ id: "q", question: { type: QuestionType.CHOICE } }] }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
     expect(err?.code).toBe(Code.InvalidArgument);
     const [detail] = err!.findDetails(ValidationFailureSchema);
     expect(detail!.violations.map((v) => v.loc)).toEqual([

@@ -9,10 +9,7 @@ const logit = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom(Number.NaN, Infinity, -Infinity, 0, -0, 1e308, -1e308) },
 );
 const logits = (min: number, max: number) => fc.array(logit, { minLength: min, maxLength: max });
-const temperature = fc.oneof(
-  fc.double({ min: 0.05, max: 20, noNaN: true }),
-  fc.constantFrom(1, 1e-300, 0, -1, Number.NaN, Infinity),
-);
+const temperature = fc.oneof(fc.double({ min: 0.05, max: 20, noNaN: true }), fc.constantFrom(1, 1e-300, 0, -1, Number.NaN, Infinity));
 
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const inUnit = (x: number) => Number.isFinite(x) && x >= 0 && x <= 1;
@@ -32,11 +29,15 @@ describe("softmax", () => {
 
   it("is unchanged by adding a constant to every logit", () => {
     fc.assert(
-      fc.property(fc.array(fc.double({ min: -30, max: 30, noNaN: true }), { minLength: 1, maxLength: 128 }), fc.double({ min: -1000, max: 1000, noNaN: true }), (ls, c) => {
-        const a = softmax(ls);
-        const b = softmax(ls.map((l) => l + c));
-        a.forEach((p, i) => expect(Math.abs(p - b[i]!)).toBeLessThan(1e-9));
-      }),
+      fc.property(
+        fc.array(fc.double({ min: -30, max: 30, noNaN: true }), { minLength: 1, maxLength: 128 }),
+        fc.double({ min: -1000, max: 1000, noNaN: true }),
+        (ls, c) => {
+          const a = softmax(ls);
+          const b = softmax(ls.map((l) => l + c));
+          a.forEach((p, i) => expect(Math.abs(p - b[i]!)).toBeLessThan(1e-9));
+        },
+      ),
     );
   });
 

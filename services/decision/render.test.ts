@@ -9,7 +9,7 @@ const TAIL = "<|im_end|>\n<|im_start|>assistant\n";
 describe("valueToText", () => {
   it("keeps strings, writes everything else as compact JSON in the order sent, null/absent empty", () => {
     expect(valueToText("a {{ b }} \n ü")).toBe("a {{ b }} \n ü");
-    expect(valueToText({ z: 1, a: [true, null, "x"], m: { "é": 1.5 } })).toBe('{"z":1,"a":[true,null,"x"],"m":{"é":1.5}}');
+    expect(valueToText({ z: 1, a: [true, null, "x"], m: { é: 1.5 } })).toBe('{"z":1,"a":[true,null,"x"],"m":{"é":1.5}}');
     expect(valueToText([1, "2"])).toBe('[1,"2"]');
     expect(valueToText(null)).toBe("");
     expect(valueToText(undefined)).toBe("");
@@ -35,9 +35,7 @@ describe("renderDecisionPrompt with the repository's decision.json", () => {
       instructions: "Is it spam?",
       criteria: { true: "unsolicited", false: { kind: "ham" } },
     });
-    expect(full.suffix).toBe(
-      `\nQuestion: Is it spam?\nYes means: unsolicited\nNo means: {"kind":"ham"}\nAnswer yes or no.${TAIL}`,
-    );
+    expect(full.suffix).toBe(`\nQuestion: Is it spam?\nYes means: unsolicited\nNo means: {"kind":"ham"}\nAnswer yes or no.${TAIL}`);
     const oneSide = renderDecisionPrompt(decisionJson, "s", { type: "noul", criteria: { false: "not spam" } });
     expect(oneSide.suffix).toBe(`\nQuestion: Is this true of the state?\nNo means: not spam\nAnswer yes or no.${TAIL}`);
     expect(renderDecisionPrompt(decisionJson, "s", { type: "noul", criteria: null }).suffix).toBe(plain.suffix);
@@ -114,12 +112,10 @@ describe("parseDecisionConfig", () => {
     expect(() => parseDecisionConfig(null)).toThrow(DecisionConfigError);
     expect(() => parseDecisionConfig({ ...decisionJson, version: 2 })).toThrow(/version/);
     expect(() => parseDecisionConfig({ ...decisionJson, temperatures: { noul: 0 } })).toThrow(/temperatures.noul/);
-    expect(() => parseDecisionConfig({ ...decisionJson, labels: { ...decisionJson.labels, noul: ["<|yes|>"] } })).toThrow(
-      /labels.noul/,
+    expect(() => parseDecisionConfig({ ...decisionJson, labels: { ...decisionJson.labels, noul: ["<|yes|>"] } })).toThrow(/labels.noul/);
+    expect(() => parseDecisionConfig({ ...decisionJson, question_templates: { ...decisionJson.question_templates, score: 3 } })).toThrow(
+      /question_templates.score/,
     );
-    expect(() =>
-      parseDecisionConfig({ ...decisionJson, question_templates: { ...decisionJson.question_templates, score: 3 } }),
-    ).toThrow(/question_templates.score/);
   });
 
   it("defaults missing temperatures to 1", () => {

@@ -116,11 +116,7 @@ const compiled = new WeakMap<object, CompiledDecisionConfig>();
  * at its answer slot. `decisionJson` is a model's parsed decision.json; its compiled templates are
  * cached per object.
  */
-export function renderDecisionPrompt(
-  decisionJson: object,
-  state: JsonValue | undefined,
-  question: DecisionQuestionJson,
-): RenderedPrompt {
+export function renderDecisionPrompt(decisionJson: object, state: JsonValue | undefined, question: DecisionQuestionJson): RenderedPrompt {
   let c = compiled.get(decisionJson);
   if (c === undefined) {
     c = compileDecisionConfig(decisionJson);

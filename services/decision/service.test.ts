@@ -19,13 +19,17 @@ import { softmax } from "./probabilities.js";
 import { decisionRoutes } from "./server.js";
 import { fakeInference, fakeRegistry, type FakeInference } from "./test-doubles.js";
 
-const decisionJson: JsonObject = JSON.parse(
-  readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"),
-);
+const decisionJson: JsonObject = JSON.parse(readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"));
 
 function setup(fake: FakeInference = fakeInference(decisionJson)) {
-  const registry = createClient(RegistryService, createRouterTransport(({ service }) => service(RegistryService, fakeRegistry())));
-  const inference = createClient(InferenceService, createRouterTransport(({ service }) => service(InferenceService, fake.impl)));
+  const registry = createClient(
+    RegistryService,
+    createRouterTransport(({ service }) => service(RegistryService, fakeRegistry())),
+  );
+  const inference = createClient(
+    InferenceService,
+    createRouterTransport(({ service }) => service(InferenceService, fake.impl)),
+  );
   const served: string[] = [];
   const transport = createRouterTransport(
     decisionRoutes({
@@ -88,7 +92,7 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     expect(call.prefix).toContain(`State:\n${JSON.stringify(state)}\n`);
     expect(call.suffixes.map((s) => s.labels.length)).toEqual([2, 3, 4, 2]);
     expect(call.suffixes[0]!.labels).toEqual(["<|yes|>", "<|no|>"]);
-    expect(call.suffixes[1]!.text).toContain("<|opt_0|> money: about money\n<|opt_1|> work\n<|opt_2|> 🎉: {\"fun\":true}\n");
+    expect(call.suffixes[1]!.text).toContain('<|opt_0|> money: about money\n<|opt_1|> work\n<|opt_2|> 🎉: {"fun":true}\n');
 
     const prefixTokens = call.prefix.split(/\s+/).filter(Boolean).length;
     const suffixTokens = call.suffixes.reduce((n, s) => n + s.text.split(/\s+/).filter(Boolean).length + 1, 0);
@@ -96,7 +100,12 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
   });
 
   it("computes each answer from the label logits of its own suffix", async () => {
-    const logits = [[2, -1], [0.5, 3, -2], [0, 1, 2, 3], [0, 0]];
+    const logits = [
+      [2, -1],
+      [0.5, 3, -2],
+      [0, 1, 2, 3],
+      [0, 0],
+    ];
     const fake = fakeInference(decisionJson, { logitsFor: (_req, i) => logits[i]! });
     const { client } = setup(fake);
     const a = answersById(await client.decide(request({ model: "jev-latest", state, questions })));
@@ -110,7 +119,10 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     const urgency = a.get("urgency")!.result;
     if (urgency.case !== "score") throw new Error("score expected");
     const p = softmax([0, 1, 2, 3]);
-    expect(urgency.value.score).toBeCloseTo(p.reduce((s, pi, i) => s + i * pi, 0), 14);
+    expect(urgency.value.score).toBeCloseTo(
+      p.reduce((s, pi, i) => s + i * pi, 0),
+      14,
+    );
     expect(urgency.value.legend).toEqual(["low", "mid", "high", "critical"]);
     expect(a.get("plain")!.result).toMatchObject({ case: "noul", value: { probability: 0.5 } });
   });
@@ -121,7 +133,11 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     const { client } = setup(fake);
     const a = answersById(
       await client.decide(
-        request({ model: "decisionmodel-0.1", state: "s", questions: { n: { type: "noul" }, c: { type: "choice", criteria: { a: null, b: null, c: null } } } }),
+        request({
+          model: "decisionmodel-0.1",
+          state: "s",
+          questions: { n: { type: "noul" }, c: { type: "choice", criteria: { a: null, b: null, c: null } } },
+        }),
       ),
     );
     expect(a.get("n")!.result.value).toMatchObject({ probability: softmax([1, 0], 2)[0] });
@@ -130,14 +146,20 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
   });
 
   it("never returns NaN or Infinity, whatever inference sends", async () => {
-    const fake = fakeInference(decisionJson, { logitsFor: (req, i) => req.suffixes[i]!.labels.map((_, j) => [NaN, Infinity, -Infinity, 1e308][j % 4]!) });
+    const fake = fakeInference(decisionJson, {
+      logitsFor: (req, i) => req.suffixes[i]!.labels.map((_, j) => [NaN, Infinity, -Infinity, 1e308][j % 4]!),
+    });
     const { client } = setup(fake);
     const res = await client.decide(request({ model: "decisionmodel-latest", state, questions }));
     expect(JSON.stringify(res)).not.toMatch(/NaN|Infinity|null/);
     for (const { answer } of res.answerList) {
       const r = answer!.result;
       const numbers =
-        r.case === "noul" ? [r.value.probability] : r.case === "choice" ? [r.value.confidence, ...r.value.probabilities.map((p) => p.probability)] : [r.value!.score, r.value!.confidence, ...r.value!.probabilities];
+        r.case === "noul"
+          ? [r.value.probability]
+          : r.case === "choice"
+            ? [r.value.confidence, ...r.value.probabilities.map((p) => p.probability)]
+            : [r.value!.score, r.value!.confidence, ...r.value!.probabilities];
       for (const n of numbers) expect(Number.isFinite(n)).toBe(true);
     }
   });
@@ -151,7 +173,10 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
 
       const renamed = answersById(
         await client.decide(
-          request({ ...base, questions: { "autre nom ✨": questions.spam, "x.y z": questions.topic, __proto__x: questions.urgency, "0": questions.plain } }),
+          request({
+            ...base,
+            questions: { "autre nom ✨": questions.spam, "x.y z": questions.topic, __proto__x: questions.urgency, "0": questions.plain },
+          }),
         ),
       );
       expect(renamed.get("autre nom ✨")).toEqual(ref.get("spam"));
@@ -160,13 +185,25 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
       expect(renamed.get("0")).toEqual(ref.get("plain"));
 
       const reordered = answersById(
-        await client.decide(request({ ...base, questions: { plain: questions.plain, urgency: questions.urgency, topic: questions.topic, spam: questions.spam } })),
+        await client.decide(
+          request({
+            ...base,
+            questions: { plain: questions.plain, urgency: questions.urgency, topic: questions.topic, spam: questions.spam },
+          }),
+        ),
       );
       for (const id of Object.keys(questions)) expect(reordered.get(id)).toEqual(ref.get(id));
 
       const added = answersById(
         await client.decide(
-          request({ ...base, questions: { ...questions, extra: { type: "choice", criteria: { a: null, b: "B" } }, more: { type: "score", criteria: ["x", "y"] } } }),
+          request({
+            ...base,
+            questions: {
+              ...questions,
+              extra: { type: "choice", criteria: { a: null, b: "B" } },
+              more: { type: "score", criteria: ["x", "y"] },
+            },
+          }),
         ),
       );
       for (const id of Object.keys(questions)) expect(added.get(id)).toEqual(ref.get(id));
@@ -182,7 +219,9 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
         fc.record({ type: fc.constant("noul"), instructions: fc.option(fc.string(), { nil: undefined }) }),
         fc.record({
           type: fc.constant("choice"),
-          criteria: fc.uniqueArray(fc.string(), { minLength: 1, maxLength: 6 }).map((names) => Object.fromEntries(names.map((n) => [n, null]))),
+          criteria: fc
+            .uniqueArray(fc.string(), { minLength: 1, maxLength: 6 })
+            .map((names) => Object.fromEntries(names.map((n) => [n, null]))),
         }),
         fc.record({ type: fc.constant("score"), criteria: fc.array(fc.string(), { minLength: 2, maxLength: 10 }) }),
       );
@@ -193,7 +232,9 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
           fc.integer(),
           async (qs, ids, seed) => {
             const toBody = (order: number[], idOf: (i: number) => string) =>
-              JSON.parse(`{"model":"jev-latest","state":"fixed state","questions":{${order.map((i) => `${JSON.stringify(idOf(i))}:${JSON.stringify(qs[i])}`).join(",")}}}`);
+              JSON.parse(
+                `{"model":"jev-latest","state":"fixed state","questions":{${order.map((i) => `${JSON.stringify(idOf(i))}:${JSON.stringify(qs[i])}`).join(",")}}}`,
+              );
             const order = qs.map((_, i) => i);
             const shuffled = [...order].sort((a, b) => ((a * 7919 + seed) % 13) - ((b * 7919 + seed) % 13) || a - b);
             const a = answersById(await client.decide(request(toBody(order, (i) => ids[i]!))));
@@ -225,7 +266,10 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     const res = await client.decide({
       model: "textmodel-26b",
       state: { kind: { case: "stringValue", value: "hello" } },
-      questions: { a: { type: QuestionType.NOUL }, b: { type: QuestionType.SCORE, criteria: { case: "score", value: { levels: ["x", "y"] } } } },
+      questions: {
+        a: { type: QuestionType.NOUL },
+        b: { type: QuestionType.SCORE, criteria: { case: "score", value: { levels: ["x", "y"] } } },
+      },
     });
     expect(res.model).toBe("textmodel-26b");
     expect(res.answerList.map((a) => a.id).sort()).toEqual(["a", "b"]);
@@ -242,7 +286,10 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
           { id: "", question: { type: QuestionType.NOUL } },
           { id: "dup", question: { type: QuestionType.NOUL } },
           { id: "c", question: { type: QuestionType.CHOICE } },
-          { id: "c2", question: { type: QuestionType.CHOICE, criteria: { case: "choice", value: { options: [{ name: "a" }, { name: "a" }] } } } },
+          {
+            id: "c2",
+            question: { type: QuestionType.CHOICE, criteria: { case: "choice", value: { options: [{ name: "a" }, { name: "a" }] } } },
+          },
           {
             id: "many",
             question: {
@@ -251,7 +298,10 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
             },
           },
           { id: "s", question: { type: QuestionType.SCORE, criteria: { case: "score", value: { levels: ["one"] } } } },
-          { id: "s11", question: { type: QuestionType.SCORE, criteria: { case: "score", value: { levels: Array.from({ length: 11 }, String) } } } },
+          {
+            id: "s11",
+            question: { type: QuestionType.SCORE, criteria: { case: "score", value: { levels: Array.from({ length: 11 }, String) } } },
+          },
           { id: "t", question: { type: QuestionType.UNSPECIFIED } },
           { id: "i", question: { type: QuestionType.NOUL, instructions: { kind: { case: "boolValue", value: true } } } },
           { id: "n", question: { type: QuestionType.NOUL, criteria: { case: "score", value: { levels: ["a", "b"] } } } },
@@ -281,9 +331,12 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     await expectCode(client.decide({ model: "m", state: { kind: { case: "stringValue", value: "s" } } }), Code.InvalidArgument);
   });
 
-  it("answers an unknown model with InvalidArgument \"unknown model\"", async () => {
+  it('answers an unknown model with InvalidArgument "unknown model"', async () => {
     const { client } = setup();
-    const err = await expectCode(client.decide(request({ model: "gpt-17", state: "s", questions: { q: { type: "noul" } } })), Code.InvalidArgument);
+    const err = await expectCode(
+      client.decide(request({ model: "gpt-17", state: "s", questions: { q: { type: "noul" } } })),
+      Code.InvalidArgument,
+    );
     expect(err.rawMessage).toBe('unknown model "gpt-17"');
     expect(err.findDetails(ValidationFailureSchema)).toEqual([]);
   });
@@ -292,7 +345,9 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     const small = { ...decisionJson, labels: { ...(decisionJson["labels"] as JsonObject), choice: ["<|opt_0|>", "<|opt_1|>"] } };
     const { client } = setup(fakeInference(small));
     const err = await expectCode(
-      client.decide(request({ model: "jev-latest", state: "s", questions: { q: { type: "choice", criteria: { a: null, b: null, c: null } } } })),
+      client.decide(
+        request({ model: "jev-latest", state: "s", questions: { q: { type: "choice", criteria: { a: null, b: null, c: null } } } }),
+      ),
       Code.InvalidArgument,
     );
     const [detail] = err.findDetails(ValidationFailureSchema);
@@ -311,7 +366,10 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
 
   it("refuses a model without decision.json, and reads a model's config once", async () => {
     const none = setup(fakeInference(undefined));
-    const err = await expectCode(none.client.decide(request({ model: "jev-latest", state: "s", questions: { q: { type: "noul" } } })), Code.InvalidArgument);
+    const err = await expectCode(
+      none.client.decide(request({ model: "jev-latest", state: "s", questions: { q: { type: "noul" } } })),
+      Code.InvalidArgument,
+    );
     expect(err.rawMessage).toMatch(/no decision configuration/);
 
     const { client, fake } = setup();

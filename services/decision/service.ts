@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   AnswerSchema,
-  DecisionService,
+  type DecisionService,
   DecisionUsageSchema,
   IdentifiedAnswerSchema,
   QuestionType,
@@ -11,8 +11,8 @@ import {
   type DecideRequest,
   type DecideResponse,
 } from "../../gen/tessera/decision/v1/decision_pb.js";
-import { InferenceService, type ScoreResponse } from "../../gen/tessera/inference/v1/inference_pb.js";
-import { RegistryService, type ModelEntry } from "../../gen/tessera/registry/v1/registry_pb.js";
+import type { InferenceService, ScoreResponse } from "../../gen/tessera/inference/v1/inference_pb.js";
+import type { RegistryService, ModelEntry } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { Logger } from "../../lib/logger.js";
 import { DecisionConfigError } from "./config.js";
 import { defineKey } from "./json-value.js";
@@ -92,10 +92,7 @@ export function createDecisionService(deps: DecisionDeps): ServiceImpl<typeof De
         defineKey(answers, id, answer);
         return create(IdentifiedAnswerSchema, { id, answer });
       });
-      logger.debug(
-        { requestId: req.requestId, model: entry.id, questions: answerList.length, inputTokens: scores.inputTokens },
-        "decided",
-      );
+      logger.debug({ requestId: req.requestId, model: entry.id, questions: answerList.length, inputTokens: scores.inputTokens }, "decided");
       return {
         model: entry.id,
         answers,
@@ -121,10 +118,7 @@ async function resolve(registry: Client<typeof RegistryService>, model: string, 
   }
 }
 
-async function loadDecisionModel(
-  inference: Client<typeof InferenceService>,
-  servingId: string,
-): Promise<DecisionModel> {
+async function loadDecisionModel(inference: Client<typeof InferenceService>, servingId: string): Promise<DecisionModel> {
   const info = await inference.getModelInfo({ model: servingId }, { timeoutMs: MODEL_INFO_TIMEOUT_MS });
   if (info.decision === undefined) {
     throw new ConnectError(`model "${servingId}" has no decision configuration (decision.json)`, Code.InvalidArgument);
@@ -147,10 +141,7 @@ function checkScores(
   model: string,
 ): void {
   if (scores.results.length !== suffixes.length) {
-    throw new ConnectError(
-      `inference returned ${scores.results.length} results for ${suffixes.length} questions`,
-      Code.Internal,
-    );
+    throw new ConnectError(`inference returned ${scores.results.length} results for ${suffixes.length} questions`, Code.Internal);
   }
   scores.results.forEach((r, i) => {
     const want = suffixes[i]!.labels.length;

@@ -30,7 +30,10 @@ beforeAll(async () => {
     InferenceService,
     createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, logger, workerId: "w1" }))),
   );
-  const registry = createClient(RegistryService, createRouterTransport(({ service }) => service(RegistryService, fakeRegistry(DEFAULT_CATALOG))));
+  const registry = createClient(
+    RegistryService,
+    createRouterTransport(({ service }) => service(RegistryService, fakeRegistry(DEFAULT_CATALOG))),
+  );
   decision = createClient(DecisionService, createRouterTransport(decisionRoutes({ registry, inferenceFor: () => inference, logger })));
 });
 
@@ -87,7 +90,11 @@ const state = {
 
 const questions = {
   urgent: { type: "noul", instructions: "Is this ticket urgent?", criteria: { true: "needs an answer today" } },
-  team: { type: "choice", instructions: "Which team should handle it?", criteria: { billing: null, "data platform": "exports, pipelines", support: "general questions" } },
+  team: {
+    type: "choice",
+    instructions: "Which team should handle it?",
+    criteria: { billing: null, "data platform": "exports, pipelines", support: "general questions" },
+  },
   mood: { type: "score", instructions: "How upset is the customer?", criteria: ["calm", "concerned", "upset", "furious"] },
   plain: { type: "noul" },
   many: {
@@ -111,7 +118,10 @@ describe("decisions on the tiny model", () => {
     expect(team.value.probabilities.reduce((s, p) => s + p.probability, 0)).toBeCloseTo(1, 12);
     const mood = a.get("mood")!.result;
     if (mood.case !== "score") throw new Error("score expected");
-    expect(mood.value.score).toBeCloseTo(mood.value.probabilities.reduce((s, p, i) => s + i * p, 0), 12);
+    expect(mood.value.score).toBeCloseTo(
+      mood.value.probabilities.reduce((s, p, i) => s + i * p, 0),
+      12,
+    );
   });
 
   it("renaming, reordering, adding and removing questions leaves each answer unchanged (within 1e-6)", async () => {
@@ -132,7 +142,11 @@ describe("decisions on the tiny model", () => {
 
     const added = await decide({
       ...base,
-      questions: { extra1: { type: "score", criteria: ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"] }, ...questions, extra2: { type: "noul", instructions: { a: [1, 2] } } },
+      questions: {
+        extra1: { type: "score", criteria: ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"] },
+        ...questions,
+        extra2: { type: "noul", instructions: { a: [1, 2] } },
+      },
     });
     for (const id of Object.keys(questions)) expectSameAnswer(added.get(id), ref.get(id));
 
@@ -143,11 +157,19 @@ describe("decisions on the tiny model", () => {
   });
 
   it("is P(yes) = softmax of the inference logits at the answer slot, with the model's temperature", async () => {
-    const a = await decide({ model: "decisionmodel-0.1", state: "Short state.", questions: { q: { type: "noul", instructions: "Is it short?" } } });
+    const a = await decide({
+      model: "decisionmodel-0.1",
+      state: "Short state.",
+      questions: { q: { type: "noul", instructions: "Is it short?" } },
+    });
     const { renderDecisionPrompt } = await import("./render.js");
     const info = await inference.getModelInfo({ model: "bundled" });
     const rendered = renderDecisionPrompt(info.decision!, "Short state.", { type: "noul", instructions: "Is it short?" });
-    const scores = await inference.score({ model: "bundled", prefix: rendered.prefix, suffixes: [{ text: rendered.suffix, labels: rendered.labels }] });
+    const scores = await inference.score({
+      model: "bundled",
+      prefix: rendered.prefix,
+      suffixes: [{ text: rendered.suffix, labels: rendered.labels }],
+    });
     const t = (info.decision!["temperatures"] as { noul: number }).noul;
     const r = a.get("q")!.result;
     expect(r.case === "noul" && r.value.probability).toBeCloseTo(softmax(scores.results[0]!.logits, t)[0]!, 12);

@@ -5,16 +5,24 @@ import type { Value } from "@bufbuild/protobuf/wkt";
 import { QuestionType, type DecideRequest, type Question } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { protoValueToJson } from "./json-value.js";
 import type { DecisionQuestionJson } from "./render.js";
-import { MAX_LEVELS, MAX_OPTIONS, MAX_QUESTIONS, MAX_STATE_CHARS, MIN_LEVELS, MIN_OPTIONS, MSG, stateChars, type Violation } from "./rules.js";
+import {
+  MAX_LEVELS,
+  MAX_OPTIONS,
+  MAX_QUESTIONS,
+  MAX_STATE_CHARS,
+  MIN_LEVELS,
+  MIN_OPTIONS,
+  MSG,
+  stateChars,
+  type Violation,
+} from "./rules.js";
 
 export interface CheckedQuestion {
   id: string;
   question: DecisionQuestionJson;
 }
 
-export type CheckedRequest =
-  | { ok: true; state: JsonValue; questions: CheckedQuestion[] }
-  | { ok: false; violations: Violation[] };
+export type CheckedRequest = { ok: true; state: JsonValue; questions: CheckedQuestion[] } | { ok: false; violations: Violation[] };
 
 export function checkDecideRequest(req: DecideRequest): CheckedRequest {
   const violations: Violation[] = [];

@@ -19,9 +19,7 @@ import { buildChatPrompt, withForcedTool, type ChatTemplateVariables } from "./c
 import type { ModelCapabilities } from "./model-config.js";
 import { TINY_MODEL_DIR } from "./test-support.js";
 
-const template = new Template(
-  JSON.parse(readFileSync(path.join(TINY_MODEL_DIR, "tokenizer_config.json"), "utf8")).chat_template as string,
-);
+const template = new Template(JSON.parse(readFileSync(path.join(TINY_MODEL_DIR, "tokenizer_config.json"), "utf8")).chat_template as string);
 const render = (v: ChatTemplateVariables) => template.render(v as unknown as Record<string, unknown>);
 const ALL: ModelCapabilities = { images: false, tools: true, thinking: true };
 
@@ -59,9 +57,7 @@ function refusal(run: () => unknown): ConnectError {
 describe("buildChatPrompt", () => {
   it("renders a plain conversation ending in the assistant header", () => {
     const p = prompt({ messages: [msg(Role.SYSTEM, "Be brief."), msg(Role.USER, "hi")] });
-    expect(render(p.variables)).toBe(
-      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
-    );
+    expect(render(p.variables)).toBe("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
     expect(p.parser).toEqual({ thinking: false, jsonMode: false, toolCalls: false });
   });
 
@@ -83,8 +79,12 @@ describe("buildChatPrompt", () => {
       tools: [tool],
     });
     const text = render(p.variables);
-    expect(text).toContain('{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"type": "object"');
-    expect(text).toContain('<|im_start|>assistant\n<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><|im_end|>');
+    expect(text).toContain(
+      '{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"type": "object"',
+    );
+    expect(text).toContain(
+      '<|im_start|>assistant\n<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><|im_end|>',
+    );
     expect(text).toContain('<|im_start|>tool\n<tool_response>{"temp": 21}</tool_response><|im_end|>');
     expect(p.parser.toolCalls).toBe(true);
   });
@@ -96,7 +96,10 @@ describe("buildChatPrompt", () => {
   });
 
   it("required with one tool is that tool; none hides the tools", () => {
-    const required = prompt({ tools: [tool], options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }) });
+    const required = prompt({
+      tools: [tool],
+      options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }),
+    });
     expect(required.parser.forcedTool).toBe("get_weather");
     const none = prompt({ tools: [tool], options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.NONE } } }) });
     expect(render(none.variables)).not.toContain("<tools>");
@@ -109,15 +112,24 @@ describe("buildChatPrompt", () => {
     expect(p.requiredTools).toEqual(["search", "get_weather", "book"]);
     expect(p.variables.forced_tool).toBe("");
     expect(p.parser.forcedTool).toBeUndefined();
-    expect(prompt({ tools: [tool, tool], options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }) }).parser.forcedTool).toBe("get_weather");
+    expect(
+      prompt({ tools: [tool, tool], options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }) }).parser
+        .forcedTool,
+    ).toBe("get_weather");
     expect(prompt({ tools }).requiredTools).toEqual([]);
   });
 
   it("withForcedTool gives exactly the named tool_choice's prompt, thinking or not", () => {
     const tools = [tool, create(ToolDefinitionSchema, { name: "search" })];
     for (const enableThinking of [false, true]) {
-      const required = prompt({ tools, options: options({ enableThinking, toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }) });
-      const named = prompt({ tools, options: options({ enableThinking, toolChoice: { choice: { case: "functionName", value: "search" } } }) });
+      const required = prompt({
+        tools,
+        options: options({ enableThinking, toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }),
+      });
+      const named = prompt({
+        tools,
+        options: options({ enableThinking, toolChoice: { choice: { case: "functionName", value: "search" } } }),
+      });
       const forced = withForcedTool(required, "search");
       expect(forced.variables).toEqual(named.variables);
       expect(forced.parser).toEqual(named.parser);
@@ -169,8 +181,6 @@ describe("buildChatPrompt", () => {
     expect(
       refusal(() => prompt({ options: options({ toolChoice: { choice: { case: "mode", value: ToolChoiceMode.REQUIRED } } }) })).code,
     ).toBe(Code.InvalidArgument);
-    expect(
-      refusal(() => prompt({ messages: [msg(Role.USER, "x", { toolCalls: [{ name: "f" }] })] })).message,
-    ).toContain("assistant");
+    expect(refusal(() => prompt({ messages: [msg(Role.USER, "x", { toolCalls: [{ name: "f" }] })] })).message).toContain("assistant");
   });
 });

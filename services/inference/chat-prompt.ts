@@ -107,8 +107,7 @@ export function buildChatPrompt(modelName: string, capabilities: ModelCapabiliti
   }
 
   const format = options?.responseFormat;
-  const jsonMode =
-    format?.type === ResponseFormatType.JSON_OBJECT || format?.type === ResponseFormatType.JSON_SCHEMA;
+  const jsonMode = format?.type === ResponseFormatType.JSON_OBJECT || format?.type === ResponseFormatType.JSON_SCHEMA;
   let jsonSchema: unknown = "";
   if (format?.type === ResponseFormatType.JSON_SCHEMA && format.jsonSchema !== undefined) {
     // The request's `json_schema` object is {name, schema, strict}; the model is shown the schema.
@@ -154,12 +153,7 @@ export function withForcedTool(prompt: ChatPrompt, name: string): ChatPrompt {
   };
 }
 
-function templateMessage(
-  modelName: string,
-  capabilities: ModelCapabilities,
-  message: ChatMessage,
-  index: number,
-): TemplateMessage {
+function templateMessage(modelName: string, capabilities: ModelCapabilities, message: ChatMessage, index: number): TemplateMessage {
   const role = ROLE_NAMES[message.role];
   if (role === undefined) throw invalid(`messages[${index}].role is missing or unknown`);
   const texts: string[] = [];

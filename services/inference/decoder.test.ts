@@ -69,7 +69,13 @@ function sequence(prompt: number[], maxTokens: number, options: { threshold?: nu
   while (!seq.prefilled) {
     const tokens = seq.prefillChunk(64);
     const present = new Float32Array(seq.kv.length + tokens.length);
-    seq.applyPrefill({ logits: new Float32Array(0), present: [{ key: present, value: present }] }, 0, seq.kv.length, tokens.length, tokens.length);
+    seq.applyPrefill(
+      { logits: new Float32Array(0), present: [{ key: present, value: present }] },
+      0,
+      seq.kv.length,
+      tokens.length,
+      tokens.length,
+    );
   }
   return seq;
 }
@@ -281,7 +287,8 @@ describe("batch inputs", () => {
     expect([...inputs.inputIds].map(Number)).toEqual([1, 2, PAD, PAD, PAD, 3, 4, 5, 6, 7]);
     expect([...inputs.positionIds].map(Number)).toEqual([8, 9, 0, 0, 0, 0, 1, 2, 3, 4]);
     const width = 13;
-    const row = (r: number, i: number) => [...inputs.attentionMask.subarray((r * 5 + i) * width, (r * 5 + i + 1) * width)].map((x) => (x === 0 ? 1 : 0));
+    const row = (r: number, i: number) =>
+      [...inputs.attentionMask.subarray((r * 5 + i) * width, (r * 5 + i + 1) * width)].map((x) => (x === 0 ? 1 : 0));
     // Row a: 8 past slots, its 2 tokens (one block), padding blocked.
     expect(row(0, 0)).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]);
     expect(row(0, 2)).toEqual(new Array(width).fill(0));
@@ -299,10 +306,16 @@ describe("batch inputs", () => {
     const ones = new Float32Array(8).fill(1);
     a.append([{ key: ones, value: ones }], 0, 8, 0, 8);
     const builder = new BatchBuilder(shape, 4, PAD);
-    const first = builder.build([{ kv: a, tokens: [1] }, { kv: b, tokens: [2] }]);
+    const first = builder.build([
+      { kv: a, tokens: [1] },
+      { kv: b, tokens: [2] },
+    ]);
     const twos = new Float32Array(4).fill(2);
     b.append([{ key: twos, value: twos }], 0, 4, 0, 4);
-    const second = builder.build([{ kv: a, tokens: [1] }, { kv: b, tokens: [2] }]);
+    const second = builder.build([
+      { kv: a, tokens: [1] },
+      { kv: b, tokens: [2] },
+    ]);
     expect(second.pastKeyValues[0]!.key).toBe(first.pastKeyValues[0]!.key);
     expect([...second.pastKeyValues[0]!.key]).toEqual([...new Array(8).fill(1), 2, 2, 2, 2, 0, 0, 0, 0]);
     expect(second.attentionMask).not.toBe(first.attentionMask);

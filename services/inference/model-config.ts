@@ -42,10 +42,7 @@ export function parseModelConfig(raw: unknown, source = "config.json"): ModelCon
   if (modelType !== MODEL_TYPE) {
     throw new Error(`${source}: "model_type" must be "${MODEL_TYPE}", got ${JSON.stringify(obj.model_type)}`);
   }
-  const caps = (typeof obj.capabilities === "object" && obj.capabilities !== null ? obj.capabilities : {}) as Record<
-    string,
-    unknown
-  >;
+  const caps = (typeof obj.capabilities === "object" && obj.capabilities !== null ? obj.capabilities : {}) as Record<string, unknown>;
   const config: ModelConfig = {
     modelType,
     numLayers: int("num_hidden_layers", 1),

@@ -93,7 +93,8 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
   const { session, executionProviders } = opened;
   checkSessionIO(session, config, root);
   if (!staged.readout) options.logger?.warn({ onnxPath }, "model opset < 13: the greedy readout runs in JS from the logits");
-  if (!staged.skippableHead) options.logger?.warn({ onnxPath }, "the output head cannot be made conditional: prefills compute logits they do not read");
+  if (!staged.skippableHead)
+    options.logger?.warn({ onnxPath }, "the output head cannot be made conditional: prefills compute logits they do not read");
 
   return {
     dir: root,
@@ -162,10 +163,7 @@ function checkSessionIO(session: ort.InferenceSession, config: ModelConfig, root
     inputs.push(`past_key_values.${l}.key`, `past_key_values.${l}.value`);
     outputs.push(`present.${l}.key`, `present.${l}.value`);
   }
-  const missing = [
-    ...inputs.filter((n) => !session.inputNames.includes(n)),
-    ...outputs.filter((n) => !session.outputNames.includes(n)),
-  ];
+  const missing = [...inputs.filter((n) => !session.inputNames.includes(n)), ...outputs.filter((n) => !session.outputNames.includes(n))];
   if (missing.length > 0) {
     throw new Error(`${path.join(root, config.onnxFile)} does not follow the model contract: missing ${missing.join(", ")}`);
   }

@@ -39,8 +39,16 @@ function feeds(seq: number, past: number): Record<string, ort.Tensor> {
     for (let j = 0; j < total; j++) mask[i * total + j] = Math.floor(j / 64) <= Math.floor((past + i) / 64) ? 0 : -1e9;
   }
   const f: Record<string, ort.Tensor> = {
-    input_ids: new ort.Tensor("int64", BigInt64Array.from({ length: seq }, (_, i) => BigInt(4 + ((i * 37) % 600))), [1, seq]),
-    position_ids: new ort.Tensor("int64", BigInt64Array.from({ length: seq }, (_, i) => BigInt(past + i)), [1, seq]),
+    input_ids: new ort.Tensor(
+      "int64",
+      BigInt64Array.from({ length: seq }, (_, i) => BigInt(4 + ((i * 37) % 600))),
+      [1, seq],
+    ),
+    position_ids: new ort.Tensor(
+      "int64",
+      BigInt64Array.from({ length: seq }, (_, i) => BigInt(past + i)),
+      [1, seq],
+    ),
     attention_mask: new ort.Tensor("float32", mask, [1, 1, seq, total]),
   };
   for (const name of PRESENT) {
@@ -111,7 +119,11 @@ describe("withSkippableHead", () => {
         await session.release();
       }
       const [file] = readdirSync(dir);
-      const events = JSON.parse(readFileSync(path.join(dir, file!), "utf8")) as { cat?: string; name?: string; args?: { op_name?: string } }[];
+      const events = JSON.parse(readFileSync(path.join(dir, file!), "utf8")) as {
+        cat?: string;
+        name?: string;
+        args?: { op_name?: string };
+      }[];
       const counts: Record<string, number> = {};
       for (const e of events) {
         if (e.cat !== "Node" || !e.name?.endsWith("_kernel_time") || e.args?.op_name === undefined) continue;
@@ -162,7 +174,8 @@ describe("withSkippableHead", () => {
       g.tag(4, WireType.LengthDelimited).string(op);
       g.join();
     };
-    const output = (g: BinaryWriter, name: string) => g.tag(12, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string(name).join();
+    const output = (g: BinaryWriter, name: string) =>
+      g.tag(12, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string(name).join();
     const twoOutputs = (g: BinaryWriter) => {
       node(g, "Relu", ["x"], ["h"]);
       node(g, "Neg", ["h"], ["logits"]);
@@ -175,9 +188,19 @@ describe("withSkippableHead", () => {
     // Opset 10: If's branches must agree on shapes.
     expect(withSkippableHead(model(10, twoOutputs), 8)).toBeUndefined();
     // No logits output.
-    expect(withSkippableHead(model(17, (g) => (node(g, "Relu", ["x"], ["y"]), output(g, "y"))), 8)).toBeUndefined();
+    expect(
+      withSkippableHead(
+        model(17, (g) => (node(g, "Relu", ["x"], ["y"]), output(g, "y"))),
+        8,
+      ),
+    ).toBeUndefined();
     // The logits are an input, not a node's output.
-    expect(withSkippableHead(model(17, (g) => output(g, "logits")), 8)).toBeUndefined();
+    expect(
+      withSkippableHead(
+        model(17, (g) => output(g, "logits")),
+        8,
+      ),
+    ).toBeUndefined();
     // Another output needs the logits: nothing can be skipped.
     expect(
       withSkippableHead(
@@ -208,8 +231,19 @@ describe("withSkippableHead", () => {
         model(17, (g) => {
           twoOutputs(g);
           g.tag(1, WireType.LengthDelimited).fork();
-          g.tag(1, WireType.LengthDelimited).string("c").tag(2, WireType.LengthDelimited).string("z").tag(4, WireType.LengthDelimited).string("If");
-          g.tag(5, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string("then_branch").tag(20, WireType.Varint).int32(5).join();
+          g.tag(1, WireType.LengthDelimited)
+            .string("c")
+            .tag(2, WireType.LengthDelimited)
+            .string("z")
+            .tag(4, WireType.LengthDelimited)
+            .string("If");
+          g.tag(5, WireType.LengthDelimited)
+            .fork()
+            .tag(1, WireType.LengthDelimited)
+            .string("then_branch")
+            .tag(20, WireType.Varint)
+            .int32(5)
+            .join();
           g.join();
         }),
         8,

@@ -96,7 +96,9 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
   const fields = fieldsOf(graph);
   const nodes = fields.filter((f) => f.field === GRAPH_NODE && f.payload !== undefined).map((f) => ({ field: f, ...nodeOf(f.payload!) }));
   if (nodes.some((n) => n.nested)) return undefined;
-  const outputs = fields.filter((f) => f.field === GRAPH_OUTPUT && f.payload !== undefined).map((f) => ({ field: f, name: valueInfoName(f.payload!) }));
+  const outputs = fields
+    .filter((f) => f.field === GRAPH_OUTPUT && f.payload !== undefined)
+    .map((f) => ({ field: f, name: valueInfoName(f.payload!) }));
   const inputs = fields.filter((f) => f.field === GRAPH_INPUT && f.payload !== undefined).map((f) => valueInfoName(f.payload!));
   const logits = outputs.find((o) => o.name === LOGITS);
   if (logits === undefined) return undefined;
@@ -124,7 +126,9 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
   // A node left behind (one no output needs) must not read what moves into the branch (the
   // If's output keeps the name `logits`).
   if (nodes.some((n, i) => !moved.has(i) && n.inputs.some((input) => input !== LOGITS && movedValues.has(input)))) return undefined;
-  const movedValueInfo = fields.filter((f) => f.field === GRAPH_VALUE_INFO && f.payload !== undefined && movedValues.has(valueInfoName(f.payload)));
+  const movedValueInfo = fields.filter(
+    (f) => f.field === GRAPH_VALUE_INFO && f.payload !== undefined && movedValues.has(valueInfoName(f.payload)),
+  );
 
   const thenBranch = new BinaryWriter();
   nodes.forEach((n, i) => {

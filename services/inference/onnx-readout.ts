@@ -113,10 +113,27 @@ export function readoutGraph(model: Uint8Array, vocab: number, banned: readonly 
     initializer("tessera_readout_axes", DATA_INT64, [1], new Uint8Array(BigInt64Array.of(-1n).buffer));
     node("ReduceMax", ["tessera_readout_probs", "tessera_readout_axes"], [READOUT_CONFIDENCE], [["keepdims", 0]]);
   } else {
-    node("ReduceMax", ["tessera_readout_probs"], [READOUT_CONFIDENCE], [["axes", [-1]], ["keepdims", 0]]);
+    node(
+      "ReduceMax",
+      ["tessera_readout_probs"],
+      [READOUT_CONFIDENCE],
+      [
+        ["axes", [-1]],
+        ["keepdims", 0],
+      ],
+    );
   }
   // ArgMax with select_last_index 0 takes the first (lowest) token on ties.
-  node("ArgMax", ["tessera_readout_allowed"], [READOUT_TOKEN], [["axis", -1], ["keepdims", 0], ["select_last_index", 0]]);
+  node(
+    "ArgMax",
+    ["tessera_readout_allowed"],
+    [READOUT_TOKEN],
+    [
+      ["axis", -1],
+      ["keepdims", 0],
+      ["select_last_index", 0],
+    ],
+  );
   output(READOUT_CONFIDENCE, DATA_FLOAT);
   output(READOUT_TOKEN, DATA_INT64);
 

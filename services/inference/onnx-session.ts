@@ -59,9 +59,7 @@ export async function openSession(model: string | Uint8Array, options: SessionOp
   const wanted = [...new Set([...(options.executionProviders ?? ["cpu"]), "cpu" as const])];
   const base: ort.InferenceSession.SessionOptions = {
     graphOptimizationLevel: "all",
-    ...(options.intraOpThreads !== undefined && options.intraOpThreads > 0
-      ? { intraOpNumThreads: options.intraOpThreads }
-      : {}),
+    ...(options.intraOpThreads !== undefined && options.intraOpThreads > 0 ? { intraOpNumThreads: options.intraOpThreads } : {}),
   };
   if (wanted[0] === "cuda") {
     if (!cudaProviderInstalled()) {

@@ -16,8 +16,16 @@ function feeds(B: number, S: number, P: number): Record<string, ort.Tensor> {
   let seed = 7;
   const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   const f: Record<string, ort.Tensor> = {
-    input_ids: new ort.Tensor("int64", BigInt64Array.from({ length: B * S }, () => BigInt(Math.floor(next() * 500))), [B, S]),
-    position_ids: new ort.Tensor("int64", BigInt64Array.from({ length: B * S }, (_, i) => BigInt(P + (i % S))), [B, S]),
+    input_ids: new ort.Tensor(
+      "int64",
+      BigInt64Array.from({ length: B * S }, () => BigInt(Math.floor(next() * 500))),
+      [B, S],
+    ),
+    position_ids: new ort.Tensor(
+      "int64",
+      BigInt64Array.from({ length: B * S }, (_, i) => BigInt(P + (i % S))),
+      [B, S],
+    ),
     attention_mask: new ort.Tensor("float32", new Float32Array(B * S * (P + S)), [B, 1, S, P + S]),
   };
   for (let l = 0; l < LAYERS; l++) {
@@ -112,7 +120,12 @@ describe("ONNX Runtime session on a worker thread", () => {
           const row = Float32Array.from({ length: KV_HEADS * P * HEAD_DIM }, (_, i) => Math.sin(seed * 100 + i));
           const full = new Float32Array(B * row.length);
           for (let b = 0; b < B; b++) full.set(row, b * row.length);
-          f[`past_key_values.${l}.${kind}`] = new ort.Tensor("float32", repeat ? repeatedRowFeed(row, B) : full, [B, KV_HEADS, P, HEAD_DIM]);
+          f[`past_key_values.${l}.${kind}`] = new ort.Tensor("float32", repeat ? repeatedRowFeed(row, B) : full, [
+            B,
+            KV_HEADS,
+            P,
+            HEAD_DIM,
+          ]);
         }
       }
       return session.run(f, ["logits"]);
@@ -155,7 +168,11 @@ describe("ONNX Runtime session on a worker thread", () => {
     const f = feeds(B, S, P);
     for (let l = 0; l < LAYERS; l++) {
       for (const kind of ["key", "value"]) {
-        f[`past_key_values.${l}.${kind}`] = new ort.Tensor("float32", repeatedRowFeed(new Float32Array(KV_HEADS * P * HEAD_DIM).fill(0.5), B), [B, KV_HEADS, P, HEAD_DIM]);
+        f[`past_key_values.${l}.${kind}`] = new ort.Tensor(
+          "float32",
+          repeatedRowFeed(new Float32Array(KV_HEADS * P * HEAD_DIM).fill(0.5), B),
+          [B, KV_HEADS, P, HEAD_DIM],
+        );
       }
     }
     const logits = (await inThread.run(f, ["logits"])).logits!.data as Float32Array;
@@ -176,9 +193,9 @@ describe("ONNX Runtime session on a worker thread", () => {
   });
 
   it("refuses pre-allocated outputs", async () => {
-    await expect(onWorker.run(feeds(1, 4, 0), { logits: new ort.Tensor("float32", new Float32Array(4 * VOCAB), [1, 4, VOCAB]) })).rejects.toThrow(
-      /pre-allocated/,
-    );
+    await expect(
+      onWorker.run(feeds(1, 4, 0), { logits: new ort.Tensor("float32", new Float32Array(4 * VOCAB), [1, 4, VOCAB]) }),
+    ).rejects.toThrow(/pre-allocated/);
   });
 
   it("keeps the event loop running during a forward", async () => {

@@ -137,7 +137,9 @@ function serve(port: NonNullable<typeof parentPort>): void {
           for (const [name, w] of Object.entries(req.feeds)) feeds[name] = tensorOf(name, w, rowBuffers);
           const started = performance.now();
           const out =
-            req.fetches !== undefined ? await session.run(feeds, req.fetches, req.options ?? {}) : await session.run(feeds, req.options ?? {});
+            req.fetches !== undefined
+              ? await session.run(feeds, req.fetches, req.options ?? {})
+              : await session.run(feeds, req.options ?? {});
           const timing = { fillMs: started - filled, runMs: performance.now() - started };
           const transfer = new Set<ArrayBuffer>();
           const outputs: Record<string, WireTensor> = {};

@@ -1,12 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import {
-  createReplyParser,
-  newToolCallId,
-  type ReplyDelta,
-  type ReplyParserOptions,
-  type ToolCallPiece,
-} from "./reply-parser.js";
+import { createReplyParser, newToolCallId, type ReplyDelta, type ReplyParserOptions, type ToolCallPiece } from "./reply-parser.js";
 
 interface MergedCall {
   index: number;
@@ -173,9 +167,7 @@ describe("reply parser: tool calls", () => {
       "</tool_call>",
     ]);
     expect(out.content).toBe("Let me check.");
-    expect(out.toolCalls).toEqual([
-      { index: 0, id: "call_1", name: "get_weather", arguments: '{"city":"Paris","unit":"c"}' },
-    ]);
+    expect(out.toolCalls).toEqual([{ index: 0, id: "call_1", name: "get_weather", arguments: '{"city":"Paris","unit":"c"}' }]);
     expect(out.sawToolCall).toBe(true);
   });
 
@@ -231,9 +223,7 @@ describe("reply parser: tool calls", () => {
   });
 
   it("settles an unclosed call when the next one opens", () => {
-    const out = parse([
-      '<tool_call>{"name":"a","arguments":{}}<tool_call>{"name":"b","arguments":{}}</tool_call>',
-    ]);
+    const out = parse(['<tool_call>{"name":"a","arguments":{}}<tool_call>{"name":"b","arguments":{}}</tool_call>']);
     expect(out.toolCalls.map((c) => c.name)).toEqual(["a", "b"]);
   });
 
@@ -287,10 +277,7 @@ describe("reply parser: forced tool", () => {
   });
 
   it("parses what follows the forced call as an ordinary reply", () => {
-    const out = parse(
-      ['{"city":"Oslo"}}</tool_call>\n<tool_call>{"name":"get_time","arguments":{"tz":"CET"}}</tool_call> bye'],
-      forced,
-    );
+    const out = parse(['{"city":"Oslo"}}</tool_call>\n<tool_call>{"name":"get_time","arguments":{"tz":"CET"}}</tool_call> bye'], forced);
     expect(out.toolCalls.map((c) => [c.index, c.name, c.arguments])).toEqual([
       [0, "get_weather", '{"city":"Oslo"}'],
       [1, "get_time", '{"tz":"CET"}'],
@@ -339,10 +326,7 @@ describe("reply parser: JSON mode", () => {
   });
 
   it("keeps reasoning and tool calls apart from the JSON content", () => {
-    const out = parse(
-      ['plan</think>{"k": "v"}<tool_call>{"name":"f","arguments":{}}</tool_call>'],
-      { ...json, thinking: true },
-    );
+    const out = parse(['plan</think>{"k": "v"}<tool_call>{"name":"f","arguments":{}}</tool_call>'], { ...json, thinking: true });
     expect(out.reasoning).toBe("plan");
     expect(out.content).toBe('{"k": "v"}');
     expect(out.toolCalls).toHaveLength(1);

@@ -209,11 +209,7 @@ class ThinkSplitter {
 // ---------------------------------------------------------------------------------------------
 // Stage 2: `<tool_call>…</tool_call>` spans -> tool calls; the rest -> text.
 
-type CallState =
-  | { kind: "text" }
-  | { kind: "call"; body: string }
-  | ForcedArgsState
-  | { kind: "forcedTail"; sawBrace: boolean };
+type CallState = { kind: "text" } | { kind: "call"; body: string } | ForcedArgsState | { kind: "forcedTail"; sawBrace: boolean };
 
 interface ForcedArgsState {
   kind: "forcedArgs";
@@ -239,9 +235,7 @@ class ToolCallExtractor {
     },
   ) {
     this.state =
-      deps.forcedTool === undefined
-        ? { kind: "text" }
-        : { kind: "forcedArgs", args: "", shape: "unknown", balance: new JsonBalance() };
+      deps.forcedTool === undefined ? { kind: "text" } : { kind: "forcedArgs", args: "", shape: "unknown", balance: new JsonBalance() };
   }
 
   /** Called before each push/finish: the forced call's header goes out with the first delta. */

@@ -199,7 +199,12 @@ describe("chooseRequiredTool on the tiny model", () => {
       chooseRequiredTool(engine, prompt, context()),
       chooseRequiredTool(engine, requiredPrompt(["x", "y"]), context()),
       (async () => {
-        for await (const _ of client.generate({ model: MODEL, messages: [{ role: Role.USER, content: [{ part: { case: "text", value: "hi" } }] }], options: { maxTokens: 100 } })) void _;
+        for await (const _ of client.generate({
+          model: MODEL,
+          messages: [{ role: Role.USER, content: [{ part: { case: "text", value: "hi" } }] }],
+          options: { maxTokens: 100 },
+        }))
+          void _;
       })(),
     ]);
     expect(busy.tool).toBe(alone.tool);
@@ -245,7 +250,11 @@ describe("Generate with tool_choice required and several tools", () => {
       deltas,
       content: deltas.map((d) => d.content).join(""),
       reasoning: deltas.map((d) => d.reasoning).join(""),
-      call: { name: pieces[0]?.name, arguments: pieces.map((p) => p.arguments).join(""), indexes: [...new Set(pieces.map((p) => p.index))] },
+      call: {
+        name: pieces[0]?.name,
+        arguments: pieces.map((p) => p.arguments).join(""),
+        indexes: [...new Set(pieces.map((p) => p.index))],
+      },
     };
   }
 
@@ -292,7 +301,12 @@ describe("Generate with tool_choice required and several tools", () => {
     const forced = engine.model.tokenizer.encode(render(withForcedTool(prompt, required.call.name!).variables)).length;
     expect(required.started.promptTokens).toBe(forced);
     expect(required.finished.usage!.promptTokens).toBe(forced);
-    const counted = await client.countTokens({ model: MODEL, messages: request(REQUIRED).messages, tools: TOOLS, options: { toolChoice: REQUIRED } });
+    const counted = await client.countTokens({
+      model: MODEL,
+      messages: request(REQUIRED).messages,
+      tools: TOOLS,
+      options: { toolChoice: REQUIRED },
+    });
     expect(counted.tokens).toBeGreaterThanOrEqual(forced);
   });
 

@@ -210,7 +210,7 @@ describe("model failure", () => {
   });
 
   it("a failing prefill ends that sequence only", async () => {
-    const long = [...chat("<|endoftext|>" + " The quick brown fox jumps over the lazy dog.".repeat(6)), ...chat("hi")];
+    const long = [...chat(`<|endoftext|>${" The quick brown fox jumps over the lazy dog.".repeat(6)}`), ...chat("hi")];
     expect(long.length).toBeGreaterThan(64);
     const { engine } = engineWith({ fail: (inputs) => inputHasToken(inputs, poison()) });
     const good = start(engine, chat("What is the capital of France?"), 30).then(drain);
@@ -236,7 +236,7 @@ describe("metrics", () => {
     expect(await value("tessera_generated_tokens_total", { model: "tiny" })).toBe(done.finished.completionTokens);
     expect(await value("tessera_generation_slots_busy", { model: "tiny" })).toBe(0);
     const text = await registry.metrics();
-    expect(text).toContain("tessera_inference_request_duration_seconds_count{model=\"tiny\"} 1");
+    expect(text).toContain('tessera_inference_request_duration_seconds_count{model="tiny"} 1');
     expect(text).toContain("tessera_time_to_first_block_seconds_bucket");
   });
 });

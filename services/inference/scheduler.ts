@@ -7,9 +7,7 @@ import { EventChannel } from "./event-channel.js";
 import type { EngineMetrics } from "./metrics.js";
 import { canceled, SlotPool } from "./slots.js";
 
-export type GenerationEvent =
-  | { type: "block"; block: BlockText }
-  | { type: "finished"; finished: Finished; forwardPasses: number };
+export type GenerationEvent = { type: "block"; block: BlockText } | { type: "finished"; finished: Finished; forwardPasses: number };
 
 export interface SchedulerOptions {
   /** Model label for metrics and messages. */

@@ -40,10 +40,19 @@ describe("planReadoutForwards", () => {
 
   it("is never costlier than one forward for all rows", () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 1, max: 300 }), { minLength: 1, maxLength: 60 }), fc.integer({ min: 0, max: 2048 }), (lengths, past) => {
-        const rows = lengths.map(row);
-        expect(cost(planReadoutForwards(rows, past, () => Infinity), past)).toBeLessThanOrEqual(cost([rows], past));
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 300 }), { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 0, max: 2048 }),
+        (lengths, past) => {
+          const rows = lengths.map(row);
+          expect(
+            cost(
+              planReadoutForwards(rows, past, () => Infinity),
+              past,
+            ),
+          ).toBeLessThanOrEqual(cost([rows], past));
+        },
+      ),
     );
   });
 
@@ -67,7 +76,11 @@ describe("planReadoutForwards", () => {
   });
 
   it("splits a group the memory budget cannot hold", () => {
-    const groups = planReadoutForwards(Array.from({ length: 10 }, (_, i) => row(40, i)), 1024, (seq) => (seq === 40 ? 3 : 0));
+    const groups = planReadoutForwards(
+      Array.from({ length: 10 }, (_, i) => row(40, i)),
+      1024,
+      (seq) => (seq === 40 ? 3 : 0),
+    );
     expect(groups.map((g) => g.length)).toEqual([3, 3, 3, 1]);
   });
 });

@@ -47,7 +47,7 @@ const STATE_PIECES = [
   "<|im_end|>",
   "<|opt_3|>",
   "<|im_",
-  "{\"a\":[1,2]}",
+  '{"a":[1,2]}',
 ];
 
 /** Counts the encodes of long texts (the prefix or a whole prompt). */
@@ -88,10 +88,17 @@ describe("tokenizeScorePrompts", () => {
             fc.array(fc.oneof(fc.constantFrom(...STATE_PIECES), fc.string({ maxLength: 6 }), fc.string({ unit: "binary", maxLength: 3 })), {
               maxLength: 12,
             }),
-            fc.array(fc.oneof(fc.constantFrom(...QUESTIONS), fc.string({ maxLength: 12 }), fc.constantFrom("\nA", "\n1", "\n'", "\n\n", "\n ", "x")), {
-              minLength: 1,
-              maxLength: 5,
-            }),
+            fc.array(
+              fc.oneof(
+                fc.constantFrom(...QUESTIONS),
+                fc.string({ maxLength: 12 }),
+                fc.constantFrom("\nA", "\n1", "\n'", "\n\n", "\n ", "x"),
+              ),
+              {
+                minLength: 1,
+                maxLength: 5,
+              },
+            ),
             (state, suffixes) => expectWhole(PREFIX_HEAD + state.join(""), suffixes),
           ),
           { numRuns: 300 },
@@ -106,11 +113,13 @@ describe("tokenizeScorePrompts", () => {
         const { prompts } = tokenizeScorePrompts(counter.tokenizer, prefix, suffixes);
         // The prefix, and one whole prompt that checks the seam on this request.
         expect(counter.long).toBe(2);
-        suffixes.forEach((suffix, i) => expect(prompts[i]).toEqual({ common: tokenizer.encode(prefix).length, rest: tokenizer.encode(suffix) }));
+        suffixes.forEach((suffix, i) =>
+          expect(prompts[i]).toEqual({ common: tokenizer.encode(prefix).length, rest: tokenizer.encode(suffix) }),
+        );
       });
 
       it("encodes whole the prompts whose suffix does not start a new line with a visible character", () => {
-        const prefix = PREFIX_HEAD + "It is late";
+        const prefix = `${PREFIX_HEAD}It is late`;
         const counter = counting(tokenizer, prefix.length - 1);
         const suffixes = [" again.\nQuestion: Is it?", "\n  indented", QUESTIONS[0]!];
         expectWhole(prefix, suffixes);
@@ -207,7 +216,10 @@ describe("scoreSuffixes", () => {
     const engine = pool.engine("tiny")!;
     const prefix = PREFIX_HEAD + "Two other tickets mention slow uploads during the same hours. ".repeat(8);
     const all = QUESTIONS.map((text, i) => ({ text, labels: i === 1 ? ["<|opt_0|>", "data platform"] : ["<|opt_0|>", "<|opt_1|>"] }));
-    const extra = { text: `\nQuestion: ${"and more? ".repeat(30)}\nAnswer yes or no.<|im_end|>\n<|im_start|>assistant\n`, labels: ["<|yes|>", "<|no|>"] };
+    const extra = {
+      text: `\nQuestion: ${"and more? ".repeat(30)}\nAnswer yes or no.<|im_end|>\n<|im_start|>assistant\n`,
+      labels: ["<|yes|>", "<|no|>"],
+    };
     const together = await scoreSuffixes(engine, { prefix, suffixes: [...all].reverse() });
     const added = await scoreSuffixes(engine, { prefix, suffixes: [extra, ...all] });
     for (const [i, s] of all.entries()) {
@@ -231,7 +243,9 @@ describe("scoreSuffixes", () => {
       slots: 1,
       queue: 1,
       intraOpThreads: 1,
-      wrapRunner: (inner) => ({ run: (inputs, fetch) => inner.run(inputs, fetch.output === "none" ? { ...fetch, output: "readout" } : fetch) }),
+      wrapRunner: (inner) => ({
+        run: (inputs, fetch) => inner.run(inputs, fetch.output === "none" ? { ...fetch, output: "readout" } : fetch),
+      }),
     });
     try {
       expect(await scoreSuffixes(withHead.engine("tiny")!, { prefix, suffixes })).toEqual(skipped);
@@ -242,9 +256,14 @@ describe("scoreSuffixes", () => {
 
   it("gives the same bits on a worker-thread session, which writes the past's rows itself, as on this thread", async () => {
     const prefix = PREFIX_HEAD + "The nightly export failed again after thirty minutes. ".repeat(12);
-    const suffixes = QUESTIONS.map((text, i) => ({ text, labels: i === 2 ? ["<|opt_0|>", "pay now"] : ["<|opt_0|>", "<|opt_1|>", "<|yes|>"] }));
+    const suffixes = QUESTIONS.map((text, i) => ({
+      text,
+      labels: i === 2 ? ["<|opt_0|>", "pay now"] : ["<|opt_0|>", "<|opt_1|>", "<|yes|>"],
+    }));
     const pools = await Promise.all(
-      [true, false].map((ortWorker) => loadModelPool({ models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }], slots: 1, queue: 1, intraOpThreads: 1, ortWorker })),
+      [true, false].map((ortWorker) =>
+        loadModelPool({ models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }], slots: 1, queue: 1, intraOpThreads: 1, ortWorker }),
+      ),
     );
     try {
       const [onWorker, inThread] = await Promise.all(pools.map((p) => scoreSuffixes(p.engine("tiny")!, { prefix, suffixes })));

@@ -125,7 +125,10 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   return engine.scheduler.withSlot(signal, async () => {
     // The prefix's complete blocks. A prefill's present key/values hold its past too, so the
     // last one is the whole past of the readout rows.
-    let past: ReadoutPast = { layers: Array.from({ length: kvShape.layers }, () => ({ key: new Float32Array(0), value: new Float32Array(0) })), length: 0 };
+    let past: ReadoutPast = {
+      layers: Array.from({ length: kvShape.layers }, () => ({ key: new Float32Array(0), value: new Float32Array(0) })),
+      length: 0,
+    };
     const kv = new SequenceKV(kvShape, Math.max(shared, 1));
     const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
     const chunk = Math.max(blockSize, Math.floor(PREFILL_CHUNK / blockSize) * blockSize);

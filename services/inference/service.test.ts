@@ -176,7 +176,9 @@ describe("Generate", () => {
   it("refuses malformed requests and unknown models", async () => {
     expect((await failure(() => collect({ model: "nope", messages: [user("hi")] }))).code).toBe(Code.NotFound);
     expect((await failure(() => collect({ model: "textmodel-26b", messages: [] }))).code).toBe(Code.InvalidArgument);
-    expect((await failure(() => collect({ model: "textmodel-26b", messages: [{ content: [] } as MessageInit] }))).code).toBe(Code.InvalidArgument);
+    expect((await failure(() => collect({ model: "textmodel-26b", messages: [{ content: [] } as MessageInit] }))).code).toBe(
+      Code.InvalidArgument,
+    );
     const badTool = await failure(() =>
       collect({
         model: "textmodel-26b",
@@ -230,7 +232,11 @@ describe("Score", () => {
     "\nQuestion: Which option fits the state best?\nOptions:\n<|opt_0|> pay\n<|opt_1|> wait\n<|opt_2|> sue\nAnswer with the label of one option.<|im_end|>\n<|im_start|>assistant\n",
     "\nQuestion: Rate it.\n<|im_end|>\n<|im_start|>assistant\n",
   ];
-  const LABELS = [["<|yes|>", "<|no|>"], ["<|opt_0|>", "<|opt_1|>", "<|opt_2|>"], ["<|opt_0|>", "<|opt_1|>"]];
+  const LABELS = [
+    ["<|yes|>", "<|no|>"],
+    ["<|opt_0|>", "<|opt_1|>", "<|opt_2|>"],
+    ["<|opt_0|>", "<|opt_1|>"],
+  ];
 
   /** The full prompt with `fill` tokens then `masks` masks, recomputed from position 0. */
   async function slotLogits(text: string, fill: number[], masks: number): Promise<{ out: ForwardOutputs; at: number }> {
@@ -299,7 +305,11 @@ describe("Score", () => {
 
   it("refuses a prompt over the context and suffixes without labels", async () => {
     const long = await failure(() =>
-      client.score({ model: "decisionmodel-0.1", prefix: "lorem ipsum dolor ".repeat(800), suffixes: [{ text: "?", labels: ["<|yes|>"] }] }),
+      client.score({
+        model: "decisionmodel-0.1",
+        prefix: "lorem ipsum dolor ".repeat(800),
+        suffixes: [{ text: "?", labels: ["<|yes|>"] }],
+      }),
     );
     expect(long.code).toBe(Code.InvalidArgument);
     expect(long.message).toContain("too long");

@@ -4,7 +4,7 @@ import {
   FinishReason,
   GenerateDeltaSchema,
   GenerateResponseSchema,
-  InferenceService,
+  type InferenceService,
   ToolCallDeltaSchema,
   type CountTokensRequest,
   type GenerateDelta,
@@ -144,7 +144,9 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
               forwardPasses,
               ms: Math.round(performance.now() - started),
               ...(choice !== undefined
-                ? { requiredTool: { tool: choice.tool, candidates: choice.scores.length, scoredTokens: choice.scoredTokens, ms: choice.ms } }
+                ? {
+                    requiredTool: { tool: choice.tool, candidates: choice.scores.length, scoredTokens: choice.scoredTokens, ms: choice.ms },
+                  }
                 : {}),
             },
             "generation finished",

@@ -127,9 +127,7 @@ export async function referenceGenerate(
         if (!masked[j]) continue;
         const at = blockStart + j;
         guesses.push(
-          out.readout !== undefined
-            ? readoutGuess(out.readout, at, j)
-            : guessAt(out.logits!, at * c.vocabSize, c.vocabSize, banned, j),
+          out.readout !== undefined ? readoutGuess(out.readout, at, j) : guessAt(out.logits!, at * c.vocabSize, c.vocabSize, banned, j),
         );
       }
       const chosen = chooseToUnmask(guesses, options.threshold);

@@ -18,9 +18,7 @@ export function createTextTokenizer(tokenizerJson: object, tokenizerConfig: obje
     encode: (text) => (text === "" ? [] : tokenizer.encode(text, { add_special_tokens: false }).ids),
     // The library refuses an empty list.
     decode: (ids) =>
-      ids.length === 0
-        ? ""
-        : tokenizer.decode(ids as number[], { skip_special_tokens: false, clean_up_tokenization_spaces: false }),
+      ids.length === 0 ? "" : tokenizer.decode(ids as number[], { skip_special_tokens: false, clean_up_tokenization_spaces: false }),
     tokenId: (token) => tokenizer.token_to_id(token),
   };
 }

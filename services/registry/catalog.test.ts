@@ -103,7 +103,10 @@ describe("parseCatalog", () => {
         { ...model("no-dir"), model_dir: "" },
         model("has space"),
       ],
-      latest: [{ id: "ghost-latest", family: "ghost" }, { id: "dup", family: "decisionmodel" }],
+      latest: [
+        { id: "ghost-latest", family: "ghost" },
+        { id: "dup", family: "decisionmodel" },
+      ],
       extra: true,
     });
     const text = problems.join("\n");

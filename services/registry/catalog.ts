@@ -160,7 +160,7 @@ export function parseCatalog(config: unknown, baseDir: string, source = "(inline
     return value.filter((alias, i): alias is string => claim(alias, `${where}.aliases[${i}]`));
   };
 
-  if (!isObject(config)) throw new CatalogError(source, ["must be a JSON object with a \"models\" array"]);
+  if (!isObject(config)) throw new CatalogError(source, ['must be a JSON object with a "models" array']);
   for (const field of Object.keys(config)) {
     if (field !== "models" && field !== "latest") problems.push(`unknown field "${field}" (models, latest)`);
   }
@@ -184,7 +184,8 @@ export function parseCatalog(config: unknown, baseDir: string, source = "(inline
     const family = text(entry, "family", where);
     const version = text(entry, "version", where);
     const releaseDate = text(entry, "release_date", where);
-    if (releaseDate !== undefined && !isDate(releaseDate)) problems.push(`${where}: "release_date" must be a date YYYY-MM-DD, got "${releaseDate}"`);
+    if (releaseDate !== undefined && !isDate(releaseDate))
+      problems.push(`${where}: "release_date" must be a date YYYY-MM-DD, got "${releaseDate}"`);
     const description = text(entry, "description", where);
     const rawDir = text(entry, "model_dir", where);
     const modelDir = rawDir === undefined ? undefined : isAbsolute(rawDir) ? rawDir : resolve(baseDir, rawDir);

@@ -8,9 +8,33 @@ import { registryRoutes } from "./server.js";
 const catalog = parseCatalog(
   {
     models: [
-      { id: "textmodel-26b", kind: "text", family: "textmodel", version: "26b", release_date: "2026-11-22", description: "text", model_dir: "/m/small" },
-      { id: "decisionmodel-0.1", kind: "decision", family: "decisionmodel", version: "0.1", release_date: "2026-11-22", description: "dm 0.1", model_dir: "/m/small" },
-      { id: "decisionmodel-0.2", kind: "decision", family: "decisionmodel", version: "0.2", release_date: "2027-02-01", description: "dm 0.2", model_dir: "/m/big" },
+      {
+        id: "textmodel-26b",
+        kind: "text",
+        family: "textmodel",
+        version: "26b",
+        release_date: "2026-11-22",
+        description: "text",
+        model_dir: "/m/small",
+      },
+      {
+        id: "decisionmodel-0.1",
+        kind: "decision",
+        family: "decisionmodel",
+        version: "0.1",
+        release_date: "2026-11-22",
+        description: "dm 0.1",
+        model_dir: "/m/small",
+      },
+      {
+        id: "decisionmodel-0.2",
+        kind: "decision",
+        family: "decisionmodel",
+        version: "0.2",
+        release_date: "2027-02-01",
+        description: "dm 0.2",
+        model_dir: "/m/big",
+      },
     ],
     latest: [{ id: "decisionmodel-latest", family: "decisionmodel", aliases: ["jev-latest"] }],
   },

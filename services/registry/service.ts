@@ -3,7 +3,7 @@ import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import {
   ModelEntrySchema,
   ModelKind,
-  RegistryService,
+  type RegistryService,
   WorkerSchema,
   type ModelEntry,
   type Worker,

@@ -52,7 +52,8 @@ const byName = new Map(all.map((s) => [s.name, s]));
 const runtime = all.at(-1)!;
 const expand = (text: string) => text.replace(/\$\{(\w+)\}/g, (_, name: string) => args.get(name) ?? `\${${name}}`);
 const instruction = (stage: Stage, keyword: string) => stage.lines.filter((l) => l.toUpperCase().startsWith(`${keyword} `));
-const ignored = (path: string) => ignore.some((p) => path === p || path.startsWith(`${p}/`) || (p.startsWith("**/") && path.endsWith(p.slice(3))));
+const ignored = (path: string) =>
+  ignore.some((p) => path === p || path.startsWith(`${p}/`) || (p.startsWith("**/") && path.endsWith(p.slice(3))));
 
 describe("deploy/docker/Dockerfile", () => {
   it("ends in a slim Node 20 runtime stage (the default target)", () => {
@@ -81,7 +82,10 @@ describe("deploy/docker/Dockerfile", () => {
         if (from) {
           expect(byName.has(from), `${copy}`).toBe(true);
         } else {
-          const sources = copy.replace(/^COPY\s+(--\S+\s+)*/i, "").split(/\s+/).slice(0, -1);
+          const sources = copy
+            .replace(/^COPY\s+(--\S+\s+)*/i, "")
+            .split(/\s+/)
+            .slice(0, -1);
           for (const source of sources.filter((s) => s !== ".")) {
             expect(existsSync(join(root, source)), source).toBe(true);
             expect(ignored(source), `${source} is ignored`).toBe(false);
@@ -96,7 +100,15 @@ describe("deploy/docker/Dockerfile", () => {
 
   it("keeps in the build context everything the TypeScript build and the runtime read", () => {
     for (const dir of buildTsconfig.include as string[]) expect(ignored(dir), dir).toBe(false);
-    for (const path of ["package.json", "package-lock.json", ".npmrc", "tsconfig.json", "tsconfig.build.json", "models", "models.config.json"]) {
+    for (const path of [
+      "package.json",
+      "package-lock.json",
+      ".npmrc",
+      "tsconfig.json",
+      "tsconfig.build.json",
+      "models",
+      "models.config.json",
+    ]) {
       expect(ignored(path), path).toBe(false);
     }
     for (const path of ["node_modules", "dist", ".git", "data", "services/registry/node_modules"]) expect(ignored(path), path).toBe(true);

@@ -112,7 +112,10 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
           if (w.kind === "Deployment") {
             expect(c.livenessProbe.httpGet.path, what).toBe("/healthz");
             expect(c.readinessProbe.httpGet.path, what).toBe("/readyz");
-            expect(c.ports.map((p: Obj) => p.name), what).toContain(c.livenessProbe.httpGet.port);
+            expect(
+              c.ports.map((p: Obj) => p.name),
+              what,
+            ).toContain(c.livenessProbe.httpGet.port);
           }
         }
       }
@@ -144,11 +147,17 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
       const objects = await rendered(name);
       const podLabels = objects.filter(isWorkload).map((w) => w.spec.template.metadata.labels as Obj);
       for (const svc of ofKind(objects, "Service")) {
-        expect(podLabels.some((l) => matches(svc.spec.selector, l)), `Service ${svc.metadata.name}`).toBe(true);
+        expect(
+          podLabels.some((l) => matches(svc.spec.selector, l)),
+          `Service ${svc.metadata.name}`,
+        ).toBe(true);
       }
       for (const pdb of ofKind(objects, "PodDisruptionBudget")) {
         expect(pdb.apiVersion).toBe("policy/v1");
-        expect(podLabels.some((l) => matches(pdb.spec.selector.matchLabels, l)), `PDB ${pdb.metadata.name}`).toBe(true);
+        expect(
+          podLabels.some((l) => matches(pdb.spec.selector.matchLabels, l)),
+          `PDB ${pdb.metadata.name}`,
+        ).toBe(true);
       }
       for (const hpa of ofKind(objects, "HorizontalPodAutoscaler")) {
         expect(hpa.apiVersion).toBe("autoscaling/v2");
@@ -269,7 +278,9 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
 
   it("distributed-hpa: HPAs for the stateless tiers, existing Secrets, model directories on a read-only claim", async () => {
     const objects = await rendered("distributed-hpa-values");
-    const hpas = ofKind(objects, "HorizontalPodAutoscaler").map((h) => h.metadata.name).sort();
+    const hpas = ofKind(objects, "HorizontalPodAutoscaler")
+      .map((h) => h.metadata.name)
+      .sort();
     expect(hpas).toEqual(["tessera-decision", "tessera-gateway", "tessera-inference"]);
     const inferenceHpa = named(objects, "HorizontalPodAutoscaler", "tessera-inference");
     expect((inferenceHpa.spec.metrics as Obj[]).map((m) => m.resource.name)).toEqual(["cpu", "memory"]);
@@ -351,7 +362,14 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
     const template = (args: string[]) => exec(helm, ["template", "tessera", chart, ...args]);
 
     it("accepts good overrides (the control for the cases below)", async () => {
-      const good = ["--set", "components.gateway.replicas=3", "--set", "models.source=pvc", "--set", "components.gateway.autoscaling.enabled=true"];
+      const good = [
+        "--set",
+        "components.gateway.replicas=3",
+        "--set",
+        "models.source=pvc",
+        "--set",
+        "components.gateway.autoscaling.enabled=true",
+      ];
       for (const result of [await lint(good), await template(good)]) expect(result.code, result.stdout + result.stderr).toBe(0);
     });
 
@@ -365,7 +383,11 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
       ["a NATS URL that is not nats://", ["--set", "nats.url=http://nats:4222"], /nats\.url/],
       ["a numeric env value (must be a string)", ["--set", "components.inference.env.TESSERA_SLOTS=8"], /TESSERA_SLOTS/],
       ["an invalid component name", ["--set", "components.Bad_Name.enabled=true"], /Bad_Name|components/],
-      ["an out-of-range CPU target", ["--set", "components.gateway.autoscaling.targetCPUUtilizationPercentage=250"], /targetCPUUtilizationPercentage/],
+      [
+        "an out-of-range CPU target",
+        ["--set", "components.gateway.autoscaling.targetCPUUtilizationPercentage=250"],
+        /targetCPUUtilizationPercentage/,
+      ],
     ])("refuses %s (values schema)", async (_what, args, message) => {
       for (const result of [await lint(args), await template(args)]) {
         expect(result.code, result.stdout).not.toBe(0);
@@ -379,7 +401,11 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
         ["--set", "components.gateway.autoscaling.enabled=true", "--set", "components.gateway.autoscaling.maxReplicas=1"],
         /maxReplicas \(1\) is below minReplicas \(2\)/,
       ],
-      ["two replicas of the embedded process", ["--set", "components.standalone.enabled=true", "--set", "components.standalone.replicas=2"], /one replica/],
+      [
+        "two replicas of the embedded process",
+        ["--set", "components.standalone.enabled=true", "--set", "components.standalone.replicas=2"],
+        /one replica/,
+      ],
       ["distributed mode without NATS", ["--set", "nats.url="], /needs NATS/],
       ["a gateway without a decision service", ["--set", "components.decision.enabled=false"], /needs the decision service/],
     ])("refuses %s (chart rule)", async (_what, args, message) => {

@@ -154,7 +154,10 @@ describe("chat completions: streaming", () => {
     expect(res.headers.get("cache-control")).toBe("no-cache");
     expect(res.headers.get("x-service-request-id")).toMatch(/\S/);
     const text = await res.text();
-    const events = text.split("\n\n").filter((e) => e.startsWith("data: ")).map((e) => e.slice(6));
+    const events = text
+      .split("\n\n")
+      .filter((e) => e.startsWith("data: "))
+      .map((e) => e.slice(6));
     expect(events.at(-1)).toBe("[DONE]");
     const beforeDone = JSON.parse(events.at(-2)!);
     expect(beforeDone.choices).toEqual([]);
@@ -220,8 +223,14 @@ describe("chat completions: tools", () => {
     const plain = await client.chat.completions.create({ ...ask, tools: [weatherTool], tool_choice: forceWeather });
     const final = await client.chat.completions.stream({ ...ask, tools: [weatherTool], tool_choice: forceWeather }).finalChatCompletion();
     expect(final.choices[0]!.finish_reason).toBe("tool_calls");
-    const streamed = final.choices[0]!.message.tool_calls!.map((c) => ({ name: (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.name, arguments: (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments }));
-    const whole = plain.choices[0]!.message.tool_calls!.map((c) => ({ name: (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.name, arguments: (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments }));
+    const streamed = final.choices[0]!.message.tool_calls!.map((c) => ({
+      name: (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.name,
+      arguments: (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments,
+    }));
+    const whole = plain.choices[0]!.message.tool_calls!.map((c) => ({
+      name: (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.name,
+      arguments: (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments,
+    }));
     expect(streamed).toEqual(whole);
   });
 
@@ -257,9 +266,23 @@ describe("chat completions: tools", () => {
 
   it("tool_choice required with several tools: a call of one of them (the model's most probable), streamed or not", async () => {
     const tools = [
-      { type: "function" as const, function: { name: "lookup", description: "Look a word up", parameters: { type: "object", properties: { word: { type: "string" } } } } },
+      {
+        type: "function" as const,
+        function: {
+          name: "lookup",
+          description: "Look a word up",
+          parameters: { type: "object", properties: { word: { type: "string" } } },
+        },
+      },
       weatherTool,
-      { type: "function" as const, function: { name: "send_email", description: "Send an e-mail", parameters: { type: "object", properties: { to: { type: "string" } } } } },
+      {
+        type: "function" as const,
+        function: {
+          name: "send_email",
+          description: "Send an e-mail",
+          parameters: { type: "object", properties: { to: { type: "string" } } },
+        },
+      },
     ];
     const names = tools.map((t) => t.function.name);
     const completion = await client.chat.completions.create({ ...ask, tools, tool_choice: "required" });
@@ -272,7 +295,11 @@ describe("chat completions: tools", () => {
     expect(typeof call.function.arguments).toBe("string");
 
     // The same reply as naming that tool: the choice is deterministic and then forced alike.
-    const named = await client.chat.completions.create({ ...ask, tools, tool_choice: { type: "function", function: { name: call.function.name } } });
+    const named = await client.chat.completions.create({
+      ...ask,
+      tools,
+      tool_choice: { type: "function", function: { name: call.function.name } },
+    });
     const namedCall = named.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
     expect(namedCall.function).toEqual(call.function);
     expect(named.usage).toEqual(completion.usage);
@@ -280,8 +307,15 @@ describe("chat completions: tools", () => {
     // Streamed: the call's header (id, type, name) is in the first chunk that has tool_calls.
     const chunks = await streamAll({ tools, tool_choice: "required" });
     const first = chunks.find((c) => (c.choices[0]?.delta.tool_calls ?? []).length > 0)!;
-    expect(first.choices[0]!.delta.tool_calls![0]).toMatchObject({ index: 0, id: expect.stringMatching(/^call_/), type: "function", function: { name: call.function.name } });
-    expect(chunks.flatMap((c) => c.choices.map((x) => x.finish_reason)).filter((r) => r !== null && r !== undefined)).toEqual(["tool_calls"]);
+    expect(first.choices[0]!.delta.tool_calls![0]).toMatchObject({
+      index: 0,
+      id: expect.stringMatching(/^call_/),
+      type: "function",
+      function: { name: call.function.name },
+    });
+    expect(chunks.flatMap((c) => c.choices.map((x) => x.finish_reason)).filter((r) => r !== null && r !== undefined)).toEqual([
+      "tool_calls",
+    ]);
     expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: completion.usage!.prompt_tokens });
     const final = await client.chat.completions.stream({ ...ask, tools, tool_choice: "required" }).finalChatCompletion();
     const streamed = final.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
@@ -324,7 +358,13 @@ describe("chat completions: thinking", () => {
 describe("chat completions: errors", () => {
   it("400 invalid_request_error naming the param, through the SDK and on the wire", async () => {
     const error = await client.chat.completions
-      .create({ model: MODEL, messages: [{ role: "user", content: "a" }, { role: "wizard" as "user", content: "b" }] })
+      .create({
+        model: MODEL,
+        messages: [
+          { role: "user", content: "a" },
+          { role: "wizard" as "user", content: "b" },
+        ],
+      })
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     const bad = error as InstanceType<typeof OpenAI.BadRequestError>;
@@ -355,7 +395,15 @@ describe("chat completions: errors", () => {
   it("400 for an image on a model without image support, naming the model", async () => {
     const res = await post({
       model: MODEL,
-      messages: [{ role: "user", content: [{ type: "text", text: "What is this?" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }] }],
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "What is this?" },
+            { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } },
+          ],
+        },
+      ],
     });
     expectOpenAiError(res, 400, "invalid_request_error");
     expect(res.json.error.message).toContain(MODEL);
@@ -375,7 +423,9 @@ describe("chat completions: errors", () => {
   });
 
   it("401 for an unknown key, 403 without a key", async () => {
-    const error = await clientFor(tessera, "tsr_not_a_real_key").chat.completions.create(ask).catch((e: unknown) => e);
+    const error = await clientFor(tessera, "tsr_not_a_real_key")
+      .chat.completions.create(ask)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
     expect((error as InstanceType<typeof OpenAI.AuthenticationError>).type).toBe("authentication_error");
     expectOpenAiError(await post(ask, { key: "tsr_not_a_real_key" }), 401, "authentication_error");
@@ -386,7 +436,9 @@ describe("chat completions: errors", () => {
     for (const status of [AccountStatus.DISABLED, AccountStatus.EMAIL_UNVERIFIED]) {
       const key = await tessera.createKey();
       await tessera.setAccountStatus(key.accountId, status);
-      const error = await clientFor(tessera, key.apiKey).chat.completions.create(ask).catch((e: unknown) => e);
+      const error = await clientFor(tessera, key.apiKey)
+        .chat.completions.create(ask)
+        .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OpenAI.PermissionDeniedError);
       expect((error as InstanceType<typeof OpenAI.PermissionDeniedError>).type).toBe("permission_error");
     }
@@ -416,7 +468,9 @@ describe("chat completions: errors", () => {
 
   it("429 insufficient_quota when the text-generation quota is used up", async () => {
     const key = await tessera.createKey({ textQuota: 30 });
-    const error = await clientFor(tessera, key.apiKey).chat.completions.create(ask).catch((e: unknown) => e);
+    const error = await clientFor(tessera, key.apiKey)
+      .chat.completions.create(ask)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     expect((error as InstanceType<typeof OpenAI.RateLimitError>).type).toBe("insufficient_quota");
     const res = await post({ ...ask, stream: true }, { key: key.apiKey });

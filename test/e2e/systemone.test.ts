@@ -46,12 +46,19 @@ async function decide(body: unknown): Promise<DecisionJson> {
 
 const state = {
   order: "A-1092",
-  items: [{ sku: "desk", qty: 1 }, { sku: "chair", qty: 4 }],
+  items: [
+    { sku: "desk", qty: 1 },
+    { sku: "chair", qty: 4 },
+  ],
   note: "Customer asks whether the chairs can arrive before the desk, because of an office opening on Friday.",
 };
 const questions = {
   expedite: { type: "noul", instructions: "Should this order be expedited?", criteria: { true: "ship today", false: "normal schedule" } },
-  carrier: { type: "choice", instructions: "Which carrier?", criteria: { "post 📮": null, courier: "same-day in the city", freight: { min_kg: 50 } } },
+  carrier: {
+    type: "choice",
+    instructions: "Which carrier?",
+    criteria: { "post 📮": null, courier: "same-day in the city", freight: { min_kg: 50 } },
+  },
   effort: { type: "score", criteria: ["trivial", "some", "a lot"] },
 };
 
@@ -138,15 +145,24 @@ describe("POST /v1/systemone", () => {
     const base = { model: "decisionmodel-latest", state };
     const ref = (await decide({ ...base, questions })).answers;
 
-    const renamed = (await decide({ ...base, questions: { "e x p": questions.expedite, "c.a.r": questions.carrier, "ëffort": questions.effort } })).answers;
+    const renamed = (
+      await decide({ ...base, questions: { "e x p": questions.expedite, "c.a.r": questions.carrier, ëffort: questions.effort } })
+    ).answers;
     expectSame(renamed["e x p"], ref["expedite"]);
     expectSame(renamed["c.a.r"], ref["carrier"]);
     expectSame(renamed["ëffort"], ref["effort"]);
 
-    const reordered = (await decide({ ...base, questions: { effort: questions.effort, expedite: questions.expedite, carrier: questions.carrier } })).answers;
+    const reordered = (
+      await decide({ ...base, questions: { effort: questions.effort, expedite: questions.expedite, carrier: questions.carrier } })
+    ).answers;
     for (const id of Object.keys(questions)) expectSame(reordered[id], ref[id]);
 
-    const added = (await decide({ ...base, questions: { ...questions, more: { type: "choice", criteria: { x: null } }, other: { type: "noul", instructions: "?" } } })).answers;
+    const added = (
+      await decide({
+        ...base,
+        questions: { ...questions, more: { type: "choice", criteria: { x: null } }, other: { type: "noul", instructions: "?" } },
+      })
+    ).answers;
     for (const id of Object.keys(questions)) expectSame(added[id], ref[id]);
     expect(added["more"]).toEqual({ type: "choice", choice: "x", probabilities: { x: 1 }, confidence: 1 });
 
@@ -213,7 +229,14 @@ describe("POST /v1/systemone", () => {
   it("ignores unknown top-level fields and malformed bodies never get a 5xx", async () => {
     const ok = await post({ model: "jev-latest", state: "s", questions: { q: { type: "noul" } }, stream: true, whatever: [1] });
     expect(ok.status).toBe(200);
-    for (const body of ["[]", "null", '"x"', "{", '{"questions":{"q":null}}', '{"model":"jev-latest","state":{},"questions":{"q":{"type":"score","criteria":[1,2]}}}']) {
+    for (const body of [
+      "[]",
+      "null",
+      '"x"',
+      "{",
+      '{"questions":{"q":null}}',
+      '{"model":"jev-latest","state":{},"questions":{"q":{"type":"score","criteria":[1,2]}}}',
+    ]) {
       const res = await tessera.fetch("/v1/systemone", { method: "POST", headers: { "content-type": "application/json" }, body });
       expect(res.status, body).toBeGreaterThanOrEqual(400);
       expect(res.status, body).toBeLessThan(500);

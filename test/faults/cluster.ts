@@ -54,10 +54,14 @@ export interface ClusterOptions {
 /** Ports free right now on 127.0.0.1 (held together while picked, so they differ). */
 export async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<Server>((resolve) => {
-      const server = createServer();
-      server.listen(0, "127.0.0.1", () => resolve(server));
-    })),
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<Server>((resolve) => {
+          const server = createServer();
+          server.listen(0, "127.0.0.1", () => resolve(server));
+        }),
+    ),
   );
   const ports = servers.map((s) => (s.address() as AddressInfo).port);
   await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));

@@ -33,7 +33,11 @@ afterAll(async () => {
   await cluster?.close();
 });
 
-const codeOf = (call: Promise<unknown>) => call.then(() => "ok" as const, (err: unknown) => ConnectError.from(err).code);
+const codeOf = (call: Promise<unknown>) =>
+  call.then(
+    () => "ok" as const,
+    (err: unknown) => ConnectError.from(err).code,
+  );
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -47,7 +51,8 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms: n
     } catch (err) {
       last = err;
     }
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ""}\n${cluster.logs(15)}`);
+    if (Date.now() > end)
+      throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ""}\n${cluster.logs(15)}`);
     await sleep(200);
   }
 }
@@ -147,7 +152,10 @@ describe("distributed mode under faults", () => {
     expect(await codeOf(createClient(AccountingService, viaGateway(cluster.adminToken)).listKeys({}))).toBe(Code.Unimplemented);
     // On accounting's own port: admin RPCs with the admin token only.
     const direct = (token?: string) =>
-      createClient(AccountingService, connectTransport(cluster.accounting[0]!.url, { interceptors: token === undefined ? [] : [bearerInterceptor(token)] }));
+      createClient(
+        AccountingService,
+        connectTransport(cluster.accounting[0]!.url, { interceptors: token === undefined ? [] : [bearerInterceptor(token)] }),
+      );
     expect(await codeOf(direct().listKeys({}))).toBe(Code.Unauthenticated);
     expect(await codeOf(direct("not-the-admin-token-at-all").listKeys({}))).toBe(Code.PermissionDenied);
     expect(await codeOf(direct(cluster.adminToken).listKeys({}))).toBe("ok");
@@ -165,7 +173,13 @@ describe("distributed mode under faults", () => {
       }),
     );
     const count = (status: number) => responses.filter((r) => r.status === status).length;
-    expect(count(200), responses.filter((r) => r.status !== 200 && r.status !== 429).map((r) => r.body).join("\n")).toBe(60);
+    expect(
+      count(200),
+      responses
+        .filter((r) => r.status !== 200 && r.status !== 429)
+        .map((r) => r.body)
+        .join("\n"),
+    ).toBe(60);
     expect(count(429)).toBe(140);
     const refused = JSON.parse(responses.find((r) => r.status === 429)!.body) as { detail: { error_type: string } };
     expect(refused.detail.error_type).toBe("rate_limit_error");
@@ -181,7 +195,9 @@ describe("distributed mode under faults", () => {
 
     // The prompt's size as the gateway counts it (its own request and key).
     const probe = await newKey();
-    const counted = (await (await post(gateway, "/v1/chat/completions", probe.apiKey, { model: "textmodel-26b", messages, max_tokens: 1 })).json()) as {
+    const counted = (await (
+      await post(gateway, "/v1/chat/completions", probe.apiKey, { model: "textmodel-26b", messages, max_tokens: 1 })
+    ).json()) as {
       usage: { prompt_tokens: number };
     };
 
@@ -216,22 +232,41 @@ describe("distributed mode under faults", () => {
 
     // At once (the killed worker's heartbeat has not expired yet): the other worker answers.
     const survivor = cluster.inference.find((w) => w !== killed)!;
-    const next = await Promise.all([0, 1, 2, 3].map((i) => post(cluster.gateways[i % 2]!, "/v1/chat/completions", probe.apiKey, { model: "textmodel-26b", messages: [{ role: "user", content: `hello ${i}` }], max_tokens: 8 })));
+    const next = await Promise.all(
+      [0, 1, 2, 3].map((i) =>
+        post(cluster.gateways[i % 2]!, "/v1/chat/completions", probe.apiKey, {
+          model: "textmodel-26b",
+          messages: [{ role: "user", content: `hello ${i}` }],
+          max_tokens: 8,
+        }),
+      ),
+    );
     expect(next.map((r) => r.status)).toEqual([200, 200, 200, 200]);
-    const streamed = await post(gateway, "/v1/chat/completions", probe.apiKey, { model: "textmodel-26b", messages: [{ role: "user", content: "again" }], max_tokens: 8, stream: true });
+    const streamed = await post(gateway, "/v1/chat/completions", probe.apiKey, {
+      model: "textmodel-26b",
+      messages: [{ role: "user", content: "again" }],
+      max_tokens: 8,
+      stream: true,
+    });
     expect(await streamed.text()).toMatch(/data: \[DONE\]\n\n$/);
 
     // Charged once: the prompt and the tokens of the text that reached the client.
     const inference = createClient(InferenceService, connectTransport(survivor.url));
     const deliveredTokens = (await inference.countTokens({ model: TEST_SERVING_ID, text: delivered })).tokens;
-    const charged = await until("the stream's usage in the ledger", async () => {
-      const usage = await ledger(keyId);
-      return usage.requests >= 1 ? usage : undefined;
-    }, 20_000);
+    const charged = await until(
+      "the stream's usage in the ledger",
+      async () => {
+        const usage = await ledger(keyId);
+        return usage.requests >= 1 ? usage : undefined;
+      },
+      20_000,
+    );
     expect(charged).toEqual({ requests: 1, prompt: counted.usage.prompt_tokens, completion: deliveredTokens, decisionInput: 0 });
     await sleep(1_000);
     expect(await ledger(keyId)).toEqual(charged);
-    console.info(`worker kill: ${killed!.name} killed after ${delivered.length} characters; error event "${errorEvent!.error.message}"; charged ${JSON.stringify(charged)}`);
+    console.info(
+      `worker kill: ${killed!.name} killed after ${delivered.length} characters; error event "${errorEvent!.error.message}"; charged ${JSON.stringify(charged)}`,
+    );
   });
 
   it("keeps the ledger exact when an accounting replica is killed during 500 requests", async () => {
@@ -244,9 +279,11 @@ describe("distributed mode under faults", () => {
     const worker = async () => {
       for (let i = next++; i < 500; i = next++) {
         // A request that never ends fails here, with the cluster's logs, instead of timing the test out.
-        const res = await post(cluster.gateways[i % 2]!, "/v1/systemone", apiKey, decisionBody(i), AbortSignal.timeout(60_000)).catch((err: unknown) => {
-          throw new Error(`request ${i}: ${String(err)}\n${cluster.logs(15)}`);
-        });
+        const res = await post(cluster.gateways[i % 2]!, "/v1/systemone", apiKey, decisionBody(i), AbortSignal.timeout(60_000)).catch(
+          (err: unknown) => {
+            throw new Error(`request ${i}: ${String(err)}\n${cluster.logs(15)}`);
+          },
+        );
         const body = (await res.json()) as { usage?: { input_tokens: number } };
         results.push({ status: res.status, inputTokens: res.status === 200 ? body.usage!.input_tokens : 0 });
         completed += 1;
@@ -269,10 +306,14 @@ describe("distributed mode under faults", () => {
 
     // The dead replica's unacknowledged usage events are redelivered after the 5 s ack wait.
     const loadEnded = Date.now();
-    const usage = await until("the ledger to reach the responses' usage", async () => {
-      const current = await ledger(keyId);
-      return current.decisionInput >= expected ? current : undefined;
-    }, 40_000);
+    const usage = await until(
+      "the ledger to reach the responses' usage",
+      async () => {
+        const current = await ledger(keyId);
+        return current.decisionInput >= expected ? current : undefined;
+      },
+      40_000,
+    );
     expect(usage.decisionInput).toBe(expected);
     // Requests that failed after admission are settled with zero usage: counted, never charged.
     expect(usage.requests).toBeGreaterThanOrEqual(ok.length);
@@ -291,7 +332,10 @@ describe("distributed mode under faults", () => {
     const ask = (gateway: TesseraProcess, i: number) => post(gateway, "/v1/systemone", apiKey, decisionBody(i));
     expect((await ask(cluster.gateways[0]!, 0)).status).toBe(200);
 
-    const runningBefore = cluster.all().filter((p) => p.alive()).map((p) => p.pid);
+    const runningBefore = cluster
+      .all()
+      .filter((p) => p.alive())
+      .map((p) => p.pid);
     await cluster.nats.stop();
     const outageStarted = Date.now();
     const during: { status: number; ms: number; route: string }[] = [];
@@ -301,7 +345,10 @@ describe("distributed mode under faults", () => {
         cluster.gateways.map(async (gateway) => {
           for (const route of ["/v1/systemone", "/v1/models"]) {
             const t0 = Date.now();
-            const res = route === "/v1/models" ? await fetch(`${gateway.url}${route}`, { headers: { authorization: `Bearer ${apiKey}` } }) : await ask(gateway, i++);
+            const res =
+              route === "/v1/models"
+                ? await fetch(`${gateway.url}${route}`, { headers: { authorization: `Bearer ${apiKey}` } })
+                : await ask(gateway, i++);
             await res.arrayBuffer();
             during.push({ status: res.status, ms: Date.now() - t0, route });
           }
@@ -313,26 +360,46 @@ describe("distributed mode under faults", () => {
     const restartedAt = Date.now();
 
     expect(during.length).toBeGreaterThan(20);
-    expect(during.filter((r) => r.status !== 503), JSON.stringify(during.filter((r) => r.status !== 503))).toEqual([]);
+    expect(
+      during.filter((r) => r.status !== 503),
+      JSON.stringify(during.filter((r) => r.status !== 503)),
+    ).toEqual([]);
     expect(Math.max(...during.map((r) => r.ms))).toBeLessThan(2_500);
 
     // Back without restarting anything: every gateway answers decisions and lists the models.
-    await until("the gateways to answer again", async () => {
-      const statuses = await Promise.all(cluster.gateways.map(async (g, n) => (await ask(g, 1000 + n)).status));
-      return statuses.every((s) => s === 200) ? true : undefined;
-    }, 30_000);
+    await until(
+      "the gateways to answer again",
+      async () => {
+        const statuses = await Promise.all(cluster.gateways.map(async (g, n) => (await ask(g, 1000 + n)).status));
+        return statuses.every((s) => s === 200) ? true : undefined;
+      },
+      30_000,
+    );
     const recoveredMs = Date.now() - restartedAt;
     for (const gateway of cluster.gateways) {
-      const listing = (await (await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${apiKey}` } })).json()) as { models: { name: string }[] };
+      const listing = (await (await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${apiKey}` } })).json()) as {
+        models: { name: string }[];
+      };
       expect(listing.models.map((m) => m.name)).toContain("decisionmodel-latest");
-      const chat = await post(gateway, "/v1/chat/completions", apiKey, { model: "textmodel-26b", messages: [{ role: "user", content: "back?" }], max_tokens: 4 });
+      const chat = await post(gateway, "/v1/chat/completions", apiKey, {
+        model: "textmodel-26b",
+        messages: [{ role: "user", content: "back?" }],
+        max_tokens: 4,
+      });
       expect(chat.status).toBe(200);
     }
     // Nothing was restarted: the processes running before the outage are the same ones, still running.
-    expect(cluster.all().filter((p) => p.alive()).map((p) => p.pid)).toEqual(runningBefore);
+    expect(
+      cluster
+        .all()
+        .filter((p) => p.alive())
+        .map((p) => p.pid),
+    ).toEqual(runningBefore);
     // Usage of the requests after the outage reaches the ledger: the consumer came back too.
     await until("usage after the outage in the ledger", async () => ((await ledger(keyId)).requests >= 3 ? true : undefined), 30_000);
-    console.info(`NATS outage: ${during.length} requests answered 503 in at most ${Math.max(...during.map((r) => r.ms))} ms; recovered ${recoveredMs} ms after NATS came back`);
+    console.info(
+      `NATS outage: ${during.length} requests answered 503 in at most ${Math.max(...during.map((r) => r.ms))} ms; recovered ${recoveredMs} ms after NATS came back`,
+    );
   }, 120_000);
 
   it("tessera keys goes to accounting at TESSERA_ACCOUNTING_URL with the admin token, failing over past the dead replica", async () => {

@@ -61,7 +61,11 @@ function typeOf(style: RouteCase["style"], body: unknown): string {
 }
 
 async function call(route: RouteCase, key: string | null, headers: Record<string, string> = {}) {
-  const res = await tessera.fetch(route.path, { ...route.init, key, headers: { ...(route.init.headers as Record<string, string>), ...headers } });
+  const res = await tessera.fetch(route.path, {
+    ...route.init,
+    key,
+    headers: { ...(route.init.headers as Record<string, string>), ...headers },
+  });
   expect(res.headers.get("x-service-request-id")).toMatch(/^req_/);
   const body: unknown = await res.json();
   return { res, body };
@@ -128,7 +132,10 @@ describe("limits and failures over HTTP", () => {
   beforeAll(async () => {
     // A remote worker that counts tokens but refuses every generation and readout as overloaded.
     const refuse = () => {
-      if (overloaded) throw new ConnectError("all slots busy", Code.ResourceExhausted, undefined, [{ desc: OverloadedSchema, value: { retryAfterSeconds: 3 } }]);
+      if (overloaded)
+        throw new ConnectError("all slots busy", Code.ResourceExhausted, undefined, [
+          { desc: OverloadedSchema, value: { retryAfterSeconds: 3 } },
+        ]);
       throw new ConnectError("the model failed", Code.Unavailable);
     };
     worker = await startFakeInferenceWorker({

@@ -77,7 +77,11 @@ describe("typed clients on the public port", () => {
   it("reach decisions, which fail Unavailable while no worker can answer", async () => {
     const decision = createClient(DecisionService, transport(tessera.key));
     const code = await codeOf(
-      decision.decide({ model: "decisionmodel-latest", state: { kind: { case: "stringValue", value: "s" } }, questionList: [{ id: "q", question: { type: 1 } }] }),
+      decision.decide({
+        model: "decisionmodel-latest",
+        state: { kind: { case: "stringValue", value: "s" } },
+        questionList: [{ id: "q", question: { type: 1 } }],
+      }),
     );
     expect(code).toBe(Code.Unavailable);
   });

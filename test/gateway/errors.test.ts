@@ -23,7 +23,9 @@ describe("the Connect → HTTP table", () => {
 
   it("lets details decide: Overloaded is 529 with retry-after whatever the code", () => {
     for (const code of [Code.ResourceExhausted, Code.Unavailable]) {
-      const err = errorFromConnect(new ConnectError("busy", code, undefined, [{ desc: OverloadedSchema, value: { retryAfterSeconds: 7 } }]));
+      const err = errorFromConnect(
+        new ConnectError("busy", code, undefined, [{ desc: OverloadedSchema, value: { retryAfterSeconds: 7 } }]),
+      );
       expect(err.status).toBe(529);
       expect(err.type).toBe("overloaded_error");
       expect(err.options.headers).toEqual({ "retry-after": "7" });
@@ -34,9 +36,15 @@ describe("the Connect → HTTP table", () => {
 
   it("tells the rate limit from the quota", () => {
     const rate = errorFromConnect(
-      new ConnectError("slow down", Code.ResourceExhausted, undefined, [{ desc: RateLimitedSchema, value: { retryAfterSeconds: 12, limit: 60 } }]),
+      new ConnectError("slow down", Code.ResourceExhausted, undefined, [
+        { desc: RateLimitedSchema, value: { retryAfterSeconds: 12, limit: 60 } },
+      ]),
     );
-    expect(rate).toMatchObject({ status: 429, type: "rate_limit_error", options: { code: "rate_limit_exceeded", headers: { "retry-after": "12" } } });
+    expect(rate).toMatchObject({
+      status: 429,
+      type: "rate_limit_error",
+      options: { code: "rate_limit_exceeded", headers: { "retry-after": "12" } },
+    });
     const quota = errorFromConnect(
       new ConnectError("used up", Code.ResourceExhausted, undefined, [{ desc: QuotaExceededSchema, value: { kind: UsageKind.TEXT } }]),
     );
@@ -91,6 +99,9 @@ describe("error bodies", () => {
         { desc: ValidationFailureSchema, value: { violations: [{ loc: ["body", "questions", "a b"], msg: "m", type: "t" }] } },
       ]),
     );
-    expect(errorBody("detail", err)).toEqual({ status: 422, body: { detail: [{ loc: ["body", "questions", "a b"], msg: "m", type: "t" }] } });
+    expect(errorBody("detail", err)).toEqual({
+      status: 422,
+      body: { detail: [{ loc: ["body", "questions", "a b"], msg: "m", type: "t" }] },
+    });
   });
 });

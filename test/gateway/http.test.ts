@@ -14,7 +14,12 @@ afterAll(async () => {
 const REQUEST_ID = /^req_[0-9a-f]{32}$/;
 
 /** Sends `total` bytes in chunks with Transfer-Encoding: chunked (no Content-Length) and reads the answer. */
-function streamBody(url: string, path: string, key: string, total: number): Promise<{ status: number; headers: Record<string, unknown>; body: string; sent: number }> {
+function streamBody(
+  url: string,
+  path: string,
+  key: string,
+  total: number,
+): Promise<{ status: number; headers: Record<string, unknown>; body: string; sent: number }> {
   return new Promise((resolve, reject) => {
     const chunk = Buffer.alloc(64 * 1024, 0x20);
     let sent = 0;
@@ -130,22 +135,40 @@ describe("request bodies", () => {
   });
 
   it("requires application/json (415)", async () => {
-    const form = await tessera.fetch("/v1/systemone", { method: "POST", body: "a=1", headers: { "content-type": "application/x-www-form-urlencoded" } });
+    const form = await tessera.fetch("/v1/systemone", {
+      method: "POST",
+      body: "a=1",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
     expect(form.status).toBe(415);
-    expect(await form.json()).toEqual({ detail: { error_type: "invalid_request_error", message: "Content-Type must be application/json" } });
+    expect(await form.json()).toEqual({
+      detail: { error_type: "invalid_request_error", message: "Content-Type must be application/json" },
+    });
     const none = await tessera.fetch("/v1/systemone", { method: "POST", body: new Uint8Array([123, 125]) });
     expect(none.status).toBe(415);
-    const charset = await tessera.fetch("/v1/systemone", { method: "POST", body: "[]", headers: { "content-type": "application/json; charset=utf-8" } });
+    const charset = await tessera.fetch("/v1/systemone", {
+      method: "POST",
+      body: "[]",
+      headers: { "content-type": "application/json; charset=utf-8" },
+    });
     expect(charset.status).toBe(422);
   });
 
   it("answers bad JSON and an empty body with 422 in the FastAPI shape", async () => {
-    const bad = await tessera.fetch("/v1/systemone", { method: "POST", body: '{"model": ', headers: { "content-type": "application/json" } });
+    const bad = await tessera.fetch("/v1/systemone", {
+      method: "POST",
+      body: '{"model": ',
+      headers: { "content-type": "application/json" },
+    });
     expect(bad.status).toBe(422);
     expect(await bad.json()).toEqual({ detail: [{ loc: ["body", 10], msg: "JSON decode error", type: "json_invalid" }] });
     const empty = await tessera.fetch("/v1/systemone", { method: "POST", body: "", headers: { "content-type": "application/json" } });
     expect(await empty.json()).toEqual({ detail: [{ loc: ["body"], msg: "Field required", type: "missing" }] });
-    const latin1 = await tessera.fetch("/v1/systemone", { method: "POST", body: new Uint8Array([0x22, 0xe9, 0x22]), headers: { "content-type": "application/json" } });
+    const latin1 = await tessera.fetch("/v1/systemone", {
+      method: "POST",
+      body: new Uint8Array([0x22, 0xe9, 0x22]),
+      headers: { "content-type": "application/json" },
+    });
     expect(latin1.status).toBe(422);
   });
 });

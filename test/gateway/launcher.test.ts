@@ -64,29 +64,36 @@ describe("models", () => {
     expect((await tessera.fetch("/readyz")).status).toBe(503);
   });
 
-  it.each(["in-process", "router"] as const)("serves the tiny test model end to end over the %s transport: ready, listed, chat and decisions answered", async (internalTransport) => {
-    const tessera = await start({ models: "tiny", internalTransport });
-    expect((await tessera.fetch("/readyz")).status).toBe(200);
-    const listing = (await (await tessera.fetch("/v1/models")).json()) as { models: { name: string }[] };
-    expect(listing.models.map((m) => m.name)).toEqual(["textmodel-26b", "decisionmodel-latest", "decisionmodel-0.1"]);
+  it.each(["in-process", "router"] as const)(
+    "serves the tiny test model end to end over the %s transport: ready, listed, chat and decisions answered",
+    async (internalTransport) => {
+      const tessera = await start({ models: "tiny", internalTransport });
+      expect((await tessera.fetch("/readyz")).status).toBe(200);
+      const listing = (await (await tessera.fetch("/v1/models")).json()) as { models: { name: string }[] };
+      expect(listing.models.map((m) => m.name)).toEqual(["textmodel-26b", "decisionmodel-latest", "decisionmodel-0.1"]);
 
-    const chat = await tessera.fetch("/v1/chat/completions", post);
-    expect(chat.status).toBe(200);
-    const completion = (await chat.json()) as { model: string; usage: { prompt_tokens: number; completion_tokens: number } };
-    expect(completion.model).toBe("textmodel-26b");
-    expect(completion.usage.prompt_tokens).toBeGreaterThan(0);
+      const chat = await tessera.fetch("/v1/chat/completions", post);
+      expect(chat.status).toBe(200);
+      const completion = (await chat.json()) as { model: string; usage: { prompt_tokens: number; completion_tokens: number } };
+      expect(completion.model).toBe("textmodel-26b");
+      expect(completion.usage.prompt_tokens).toBeGreaterThan(0);
 
-    const decision = await tessera.fetch("/v1/systemone", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: "jev-latest", state: { a: 1 }, questions: { "q 1": { type: "noul" } } }),
-    });
-    expect(decision.status).toBe(200);
-    expect(await decision.json()).toMatchObject({ model: "decisionmodel-0.1", answers: { "q 1": { type: "noul" } }, usage: { output_tokens: 0 } });
+      const decision = await tessera.fetch("/v1/systemone", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "jev-latest", state: { a: 1 }, questions: { "q 1": { type: "noul" } } }),
+      });
+      expect(decision.status).toBe(200);
+      expect(await decision.json()).toMatchObject({
+        model: "decisionmodel-0.1",
+        answers: { "q 1": { type: "noul" } },
+        usage: { output_tokens: 0 },
+      });
 
-    const workers = await tessera.clients.registry.listWorkers({});
-    expect(workers.workers.map((w) => [w.id, w.models])).toEqual([["embedded-test-worker", ["tessera-test-model"]]]);
-  });
+      const workers = await tessera.clients.registry.listWorkers({});
+      expect(workers.workers.map((w) => [w.id, w.models])).toEqual([["embedded-test-worker", ["tessera-test-model"]]]);
+    },
+  );
 });
 
 describe("graceful shutdown", () => {

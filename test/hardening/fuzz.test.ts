@@ -34,8 +34,16 @@ beforeAll(async () => {
   port = Number(new URL(server.url).port);
   // Warm up every path once before the baseline: lazy modules, caches, JIT.
   for (let i = 0; i < 200; i++) {
-    await post("/v1/chat/completions", { contentType: "application/json", body: Buffer.from(toText(fc.sample(chatBody(), 1)[0]!)), damage: "none" });
-    await post("/v1/systemone", { contentType: "application/json", body: Buffer.from(toText(fc.sample(decisionBody(), 1)[0]!)), damage: "none" });
+    await post("/v1/chat/completions", {
+      contentType: "application/json",
+      body: Buffer.from(toText(fc.sample(chatBody(), 1)[0]!)),
+      damage: "none",
+    });
+    await post("/v1/systemone", {
+      contentType: "application/json",
+      body: Buffer.from(toText(fc.sample(decisionBody(), 1)[0]!)),
+      damage: "none",
+    });
     await client.send({ path: "/v1/models", headers: { authorization: `Bearer ${server.key}` } });
   }
   baseline = await server.memory();
@@ -190,7 +198,12 @@ describe("fuzzing the tiny model through the real engine", () => {
   });
 
   const send = (path: string, c: BodyCase) =>
-    tinyClient.send({ method: "POST", path, headers: { authorization: `Bearer ${tiny.key}`, "content-type": c.contentType ?? "application/json" }, body: c.body });
+    tinyClient.send({
+      method: "POST",
+      path,
+      headers: { authorization: `Bearer ${tiny.key}`, "content-type": c.contentType ?? "application/json" },
+      body: c.body,
+    });
 
   it(`POST /v1/chat/completions and /v1/systemone: ${TINY_RUNS} bodies each, generated and scored by the tiny model`, async () => {
     const answered = { chat: 0, systemone: 0 };
@@ -223,14 +236,43 @@ describe("fuzzing the tiny model through the real engine", () => {
 
 // --- GET /v1/models and other routes ------------------------------------------------------------
 
-const QUERY_PIECES = ["a=1", "a=1&a=2", "%00", "%ff", "%", "%zz", "limit=-1", "limit=1e999", "__proto__[x]=1", "constructor.prototype.x=1", "&&&", "?", "#frag", "a=%E2%82%AC", ";", "x=" + "q".repeat(300)];
+const QUERY_PIECES = [
+  "a=1",
+  "a=1&a=2",
+  "%00",
+  "%ff",
+  "%",
+  "%zz",
+  "limit=-1",
+  "limit=1e999",
+  "__proto__[x]=1",
+  "constructor.prototype.x=1",
+  "&&&",
+  "?",
+  "#frag",
+  "a=%E2%82%AC",
+  ";",
+  `x=${"q".repeat(300)}`,
+];
 const HEADER_VALUE_BYTES = fc.uint8Array({ minLength: 0, maxLength: 40 }).map((bytes) =>
   // Visible ASCII, space, tab and obs-text bytes: what HTTP allows in a value, sometimes with a CR/LF/NUL that it does not.
   Buffer.from(bytes.map((b) => (b < 0x20 ? [0x09, 0x20, 0x0d, 0x0a, 0x00][b % 5]! : b === 0x7f ? 0x41 : b))),
 );
 const HEADER_NAME = fc.oneof(
   fc.stringMatching(/^[a-zA-Z0-9!#$%&'*+.^_`|~-]{1,20}$/),
-  fc.constantFrom("content-length", "transfer-encoding", "host", "authorization", "expect", "connection", "x-service-request-id", "content-type", "bad header", "x:y", ""),
+  fc.constantFrom(
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "authorization",
+    "expect",
+    "connection",
+    "x-service-request-id",
+    "content-type",
+    "bad header",
+    "x:y",
+    "",
+  ),
 );
 
 interface RawRequest {
@@ -244,8 +286,26 @@ function modelsRequest(): fc.Arbitrary<RawRequest> {
   return fc
     .record({
       method: fc.constantFrom("GET", "GET", "GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "FOO", "get"),
-      path: fc.constantFrom("/v1/models", "/v1/models", "/v1/models", "/v1/models/", "/V1/MODELS", "//v1/models", "/v1/./models", "/v1/models%00", "*", "http://x/v1/models"),
-      query: fc.option(fc.oneof(fc.array(fc.constantFrom(...QUERY_PIECES), { maxLength: 4 }).map((p) => p.join("&")), fc.string({ maxLength: 30 }), fc.constant("z".repeat(9000))), { freq: 2 }),
+      path: fc.constantFrom(
+        "/v1/models",
+        "/v1/models",
+        "/v1/models",
+        "/v1/models/",
+        "/V1/MODELS",
+        "//v1/models",
+        "/v1/./models",
+        "/v1/models%00",
+        "*",
+        "http://x/v1/models",
+      ),
+      query: fc.option(
+        fc.oneof(
+          fc.array(fc.constantFrom(...QUERY_PIECES), { maxLength: 4 }).map((p) => p.join("&")),
+          fc.string({ maxLength: 30 }),
+          fc.constant("z".repeat(9000)),
+        ),
+        { freq: 2 },
+      ),
       auth: fc.constantFrom("valid", "valid", "valid", "none", "empty", "bearer-only", "junk", "basic", "twice", "huge", "lowercase"),
       extra: fc.array(fc.tuple(HEADER_NAME, HEADER_VALUE_BYTES), { maxLength: 3 }),
       version: fc.constantFrom("HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/9.9", ""),
@@ -266,29 +326,67 @@ function modelsRequest(): fc.Arbitrary<RawRequest> {
       };
       const target = query === null ? path : `${path}?${query}`;
       const head = Buffer.from(
-        [`${method} ${target} ${version}`.trimEnd(), ...(host ? ["host: 127.0.0.1"] : []), ...authLines[auth]!, "connection: close"].join("\r\n") + "\r\n",
+        `${[
+          `${method} ${target} ${version}`.trimEnd(),
+          ...(host ? ["host: 127.0.0.1"] : []),
+          ...authLines[auth]!,
+          "connection: close",
+        ].join("\r\n")}\r\n`,
         "latin1",
       );
-      const extras = extra.map(([name, value]) => Buffer.concat([Buffer.from(`${name}: `, "latin1"), Buffer.from(value), Buffer.from("\r\n")]));
+      const extras = extra.map(([name, value]) =>
+        Buffer.concat([Buffer.from(`${name}: `, "latin1"), Buffer.from(value), Buffer.from("\r\n")]),
+      );
       const bytes = Buffer.concat([head, ...extras, Buffer.from("\r\n")]);
       const expectOk =
-        method === "GET" && path === "/v1/models" && (query === null || /^[A-Za-z0-9=&%._~;-]{0,400}$/.test(query)) &&
-        (auth === "valid" || auth === "lowercase") && extra.length === 0 && version === "HTTP/1.1" && host;
+        method === "GET" &&
+        path === "/v1/models" &&
+        (query === null || /^[A-Za-z0-9=&%._~;-]{0,400}$/.test(query)) &&
+        (auth === "valid" || auth === "lowercase") &&
+        extra.length === 0 &&
+        version === "HTTP/1.1" &&
+        host;
       return { bytes, method, expectOk };
     });
 }
 
 function anyRouteRequest() {
   const key = server === undefined ? "" : server.key;
-  return fc.record({
-    method: fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"),
-    path: fc.oneof(
-      fc.constantFrom("/", "/v1", "/v1/", "/v2/models", "/v1/chat", "/v1/chat/", "/v1/chat/completions/x", "/v1/completions", "/v1/embeddings", "/healthz/x", "/metrics", "/healthz", "/v1/models", "/v1/systemone", "/v1/chat/completions", "/tessera.accounting.v1.AccountingService/CreateKey", "/tessera.nope/X", "/__proto__", "/constructor/prototype", "/%2e%2e/%2e%2e/etc/passwd"),
-      fc.webPath().map((p) => (p.startsWith("/") ? p : `/${p}`)),
-      fc.string({ maxLength: 40 }).map((s) => `/${encodeURIComponent(s)}`),
-    ).filter((p) => !p.startsWith("/readyz")),
-    headers: fc.constantFrom<Record<string, string>>({}, { authorization: `Bearer ${key}` }, { "content-type": "application/json" }),
-    body: fc.option(fc.constantFrom(Buffer.from("{}"), Buffer.from("not json"), Buffer.alloc(10_000, 0x61)), { freq: 3 }).map((b) => b ?? undefined),
-  }).map((r) => (r.method === "GET" || r.method === "HEAD" ? { ...r, body: undefined } : r));
+  return fc
+    .record({
+      method: fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"),
+      path: fc
+        .oneof(
+          fc.constantFrom(
+            "/",
+            "/v1",
+            "/v1/",
+            "/v2/models",
+            "/v1/chat",
+            "/v1/chat/",
+            "/v1/chat/completions/x",
+            "/v1/completions",
+            "/v1/embeddings",
+            "/healthz/x",
+            "/metrics",
+            "/healthz",
+            "/v1/models",
+            "/v1/systemone",
+            "/v1/chat/completions",
+            "/tessera.accounting.v1.AccountingService/CreateKey",
+            "/tessera.nope/X",
+            "/__proto__",
+            "/constructor/prototype",
+            "/%2e%2e/%2e%2e/etc/passwd",
+          ),
+          fc.webPath().map((p) => (p.startsWith("/") ? p : `/${p}`)),
+          fc.string({ maxLength: 40 }).map((s) => `/${encodeURIComponent(s)}`),
+        )
+        .filter((p) => !p.startsWith("/readyz")),
+      headers: fc.constantFrom<Record<string, string>>({}, { authorization: `Bearer ${key}` }, { "content-type": "application/json" }),
+      body: fc
+        .option(fc.constantFrom(Buffer.from("{}"), Buffer.from("not json"), Buffer.alloc(10_000, 0x61)), { freq: 3 })
+        .map((b) => b ?? undefined),
+    })
+    .map((r) => (r.method === "GET" || r.method === "HEAD" ? { ...r, body: undefined } : r));
 }
-

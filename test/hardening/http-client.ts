@@ -76,7 +76,10 @@ export function rawExchange(port: number, bytes: Buffer, options: { timeoutMs?: 
       if (err !== undefined) return reject(err);
       resolve(parseReply(Buffer.concat(chunks)));
     };
-    const timer = setTimeout(() => finish(new Error(`no answer within ${timeoutMs} ms to ${bytes.subarray(0, 80).toString("latin1")}`)), timeoutMs);
+    const timer = setTimeout(
+      () => finish(new Error(`no answer within ${timeoutMs} ms to ${bytes.subarray(0, 80).toString("latin1")}`)),
+      timeoutMs,
+    );
     socket.on("data", (chunk: Buffer) => {
       chunks.push(chunk);
       if (complete(Buffer.concat(chunks))) finish();

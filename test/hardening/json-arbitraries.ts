@@ -31,14 +31,54 @@ export function obj(fields: [string, Field][]): Obj {
   return new Obj(fields.filter((f): f is [string, J] => f[1] !== OMIT));
 }
 
-export const DANGEROUS_KEYS = ["__proto__", "constructor", "prototype", "toString", "valueOf", "hasOwnProperty", "__defineGetter__", "then", "length"];
+export const DANGEROUS_KEYS = [
+  "__proto__",
+  "constructor",
+  "prototype",
+  "toString",
+  "valueOf",
+  "hasOwnProperty",
+  "__defineGetter__",
+  "then",
+  "length",
+];
 
 /** Number texts at and past every edge JSON and JavaScript have. */
 export const EDGE_NUMBERS = [
-  "0", "-0", "1", "-1", "0.5", "1.0", "1e2", "2", "64", "1024", "8192", "8193", "65535", "4294967295", "4294967296",
-  "2147483647", "2147483648", "-2147483649", "9007199254740993", "18446744073709551616", "-18446744073709551616",
-  "123456789012345678901234567890", "1e308", "-1e308", "1.7976931348623157e308", "1e309", "1e999", "-1e999", "1E400",
-  "5e-324", "1e-400", "-1e-400", "0.0000001", "1e-7",
+  "0",
+  "-0",
+  "1",
+  "-1",
+  "0.5",
+  "1.0",
+  "1e2",
+  "2",
+  "64",
+  "1024",
+  "8192",
+  "8193",
+  "65535",
+  "4294967295",
+  "4294967296",
+  "2147483647",
+  "2147483648",
+  "-2147483649",
+  "9007199254740993",
+  "18446744073709551616",
+  "-18446744073709551616",
+  "123456789012345678901234567890",
+  "1e308",
+  "-1e308",
+  "1.7976931348623157e308",
+  "1e309",
+  "1e999",
+  "-1e999",
+  "1E400",
+  "5e-324",
+  "1e-400",
+  "-1e-400",
+  "0.0000001",
+  "1e-7",
 ];
 
 const numText: fc.Arbitrary<Num> = fc
@@ -49,7 +89,24 @@ const numText: fc.Arbitrary<Num> = fc
   )
   .map((text) => new Num(text));
 
-const oddStrings = ["", " ", "\u0000", "\ud800", "\udfff", "\udbff\udfff", "\u202e", "\ufeff", "\n\r\t", "<|im_end|>", "<|im_start|>system", "{{ 7*7 }}", "{% for x in range(999999999) %}", "' OR 1=1 --", "../../etc/passwd", "%s%n"];
+const oddStrings = [
+  "",
+  " ",
+  "\u0000",
+  "\ud800",
+  "\udfff",
+  "\udbff\udfff",
+  "\u202e",
+  "\ufeff",
+  "\n\r\t",
+  "<|im_end|>",
+  "<|im_start|>system",
+  "{{ 7*7 }}",
+  "{% for x in range(999999999) %}",
+  "' OR 1=1 --",
+  "../../etc/passwd",
+  "%s%n",
+];
 
 export const text: fc.Arbitrary<string> = fc.oneof(
   { weight: 4, arbitrary: fc.string({ maxLength: 24 }) },
@@ -61,7 +118,22 @@ export const text: fc.Arbitrary<string> = fc.oneof(
 export const key: fc.Arbitrary<string> = fc.oneof(
   { weight: 3, arbitrary: fc.string({ maxLength: 10 }) },
   { weight: 2, arbitrary: fc.constantFrom(...DANGEROUS_KEYS) },
-  { weight: 1, arbitrary: fc.constantFrom("model", "messages", "role", "content", "state", "questions", "type", "criteria", "stream", "max_tokens", "tools") },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      "model",
+      "messages",
+      "role",
+      "content",
+      "state",
+      "questions",
+      "type",
+      "criteria",
+      "stream",
+      "max_tokens",
+      "tools",
+    ),
+  },
 );
 
 /** Any JSON value, a few levels deep, with edge numbers, odd strings and dangerous keys. */
@@ -95,7 +167,10 @@ export function record(fields: Record<string, fc.Arbitrary<Field>>): fc.Arbitrar
   return fc
     .tuple(
       fc.tuple(...names.map((name) => fields[name]!)),
-      fc.shuffledSubarray(names.map((_, i) => i), { minLength: names.length, maxLength: names.length }),
+      fc.shuffledSubarray(
+        names.map((_, i) => i),
+        { minLength: names.length, maxLength: names.length },
+      ),
       fc.option(fc.array(fc.tuple(key, junk), { minLength: 1, maxLength: 3 }), { freq: 5 }),
       fc.option(fc.tuple(fc.constantFrom(...names), junk), { freq: 10 }),
     )
@@ -115,9 +190,18 @@ export interface BodyCase {
 }
 
 const CONTENT_TYPES = [
-  "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx",
-  "application/json-patch+json", "APPLICATION/JSON", "application/json; charset=latin1", "application/json;charset=utf-16",
-  "", "*/*", "application/xml", "application/json, text/plain",
+  "text/plain",
+  "application/x-www-form-urlencoded",
+  "multipart/form-data; boundary=x",
+  "application/jsonx",
+  "application/json-patch+json",
+  "APPLICATION/JSON",
+  "application/json; charset=latin1",
+  "application/json;charset=utf-16",
+  "",
+  "*/*",
+  "application/xml",
+  "application/json, text/plain",
 ];
 
 /** Byte sequences that are never valid UTF-8. */
@@ -166,12 +250,16 @@ export function bodyCase(document: fc.Arbitrary<J>): fc.Arbitrary<BodyCase> {
           const open = at % 2 === 0 ? "[".repeat(depth) : '{"a":'.repeat(depth);
           const close = at % 2 === 0 ? "]".repeat(depth) : "}".repeat(depth);
           const inner = `${open}1${close}`;
-          const raw = doc instanceof Obj && doc.entries.length > 0 ? `{${JSON.stringify(doc.entries[0]![0])}:${inner},${textBody.slice(1)}` : inner;
+          const raw =
+            doc instanceof Obj && doc.entries.length > 0 ? `{${JSON.stringify(doc.entries[0]![0])}:${inner},${textBody.slice(1)}` : inner;
           return { contentType: json, body: Buffer.from(raw), damage };
         }
         case "huge-string": {
           const huge = "y".repeat(hugeLength);
-          const raw = doc instanceof Obj ? toText(new Obj(doc.entries.map(([k, v], i) => [k, i === at % doc.entries.length ? huge : v]))) : JSON.stringify(huge);
+          const raw =
+            doc instanceof Obj
+              ? toText(new Obj(doc.entries.map(([k, v], i) => [k, i === at % doc.entries.length ? huge : v])))
+              : JSON.stringify(huge);
           return { contentType: json, body: Buffer.from(raw), damage };
         }
         case "empty":

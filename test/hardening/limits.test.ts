@@ -13,7 +13,10 @@ let tessera: TestTessera;
 
 beforeAll(async () => {
   // No model: every limit is checked before a model is looked up.
-  tessera = await startTestTessera({ models: "none", env: { TESSERA_DEFAULT_RPM: "1000000", TESSERA_MAX_URL_BYTES: "4096", TESSERA_MAX_HEADER_BYTES: "8192" } });
+  tessera = await startTestTessera({
+    models: "none",
+    env: { TESSERA_DEFAULT_RPM: "1000000", TESSERA_MAX_URL_BYTES: "4096", TESSERA_MAX_HEADER_BYTES: "8192" },
+  });
 });
 afterAll(async () => {
   await tessera?.close();
@@ -25,8 +28,10 @@ async function post(path: string, body: string) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-const chat = (extra: Record<string, unknown>) => JSON.stringify({ model: "textmodel-26b", messages: [{ role: "user", content: "hi" }], ...extra });
-const decision = (extra: Record<string, unknown>) => JSON.stringify({ model: "decisionmodel-latest", state: "s", questions: { q: { type: "noul" } }, ...extra });
+const chat = (extra: Record<string, unknown>) =>
+  JSON.stringify({ model: "textmodel-26b", messages: [{ role: "user", content: "hi" }], ...extra });
+const decision = (extra: Record<string, unknown>) =>
+  JSON.stringify({ model: "decisionmodel-latest", state: "s", questions: { q: { type: "noul" } }, ...extra });
 
 describe("limits of a request body", () => {
   it(`refuses JSON nested deeper than ${MAX_JSON_DEPTH} levels before parsing it, in both shapes`, async () => {
@@ -47,18 +52,34 @@ describe("limits of a request body", () => {
     const detail = await post("/v1/systemone", `{"state":${deep}}`);
     expect(detail).toEqual({
       status: 422,
-      body: { detail: [{ loc: ["body", 9 + MAX_JSON_DEPTH - 1], msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels of objects and arrays`, type: "too_deep" }] },
+      body: {
+        detail: [
+          {
+            loc: ["body", 9 + MAX_JSON_DEPTH - 1],
+            msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels of objects and arrays`,
+            type: "too_deep",
+          },
+        ],
+      },
     });
     // Just inside the body limit, the state's own limit speaks.
     const state = "[".repeat(MAX_STATE_DEPTH + 1) + "]".repeat(MAX_STATE_DEPTH + 1);
     const inner = await post("/v1/systemone", decision({ state: JSON.parse(state) as unknown }));
-    expect(inner).toEqual({ status: 422, body: { detail: [{ loc: ["body", "state"], msg: `objects and arrays may be nested at most ${MAX_STATE_DEPTH} deep`, type: "too_deep" }] } });
+    expect(inner).toEqual({
+      status: 422,
+      body: {
+        detail: [{ loc: ["body", "state"], msg: `objects and arrays may be nested at most ${MAX_STATE_DEPTH} deep`, type: "too_deep" }],
+      },
+    });
   });
 
   it(`refuses a state longer than ${MAX_STATE_CHARS} characters, as a string or as JSON`, async () => {
     const long = "x".repeat(MAX_STATE_CHARS + 1);
     const msg = `state may be at most ${MAX_STATE_CHARS} characters long (as JSON text)`;
-    expect(await post("/v1/systemone", decision({ state: long }))).toEqual({ status: 422, body: { detail: [{ loc: ["body", "state"], msg, type: "too_long" }] } });
+    expect(await post("/v1/systemone", decision({ state: long }))).toEqual({
+      status: 422,
+      body: { detail: [{ loc: ["body", "state"], msg, type: "too_long" }] },
+    });
     expect(await post("/v1/systemone", decision({ state: { text: long.slice(5) } }))).toEqual({
       status: 422,
       body: { detail: [{ loc: ["body", "state"], msg, type: "too_long" }] },
@@ -94,8 +115,19 @@ describe("limits of a request body", () => {
 
   it(`refuses a message longer than ${MAX_MESSAGE_CHARS} characters, content parts and tool calls counted together`, async () => {
     const half = "y".repeat(MAX_MESSAGE_CHARS / 2);
-    const parts = [{ type: "text", text: half }, { type: "text", text: `${half}z` }];
-    const res = await post("/v1/chat/completions", chat({ messages: [{ role: "user", content: "hi" }, { role: "user", content: parts }] }));
+    const parts = [
+      { type: "text", text: half },
+      { type: "text", text: `${half}z` },
+    ];
+    const res = await post(
+      "/v1/chat/completions",
+      chat({
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "user", content: parts },
+        ],
+      }),
+    );
     expect(res).toEqual({
       status: 400,
       body: {
@@ -114,7 +146,10 @@ describe("limits of a request body", () => {
 
   it(`refuses a data: URL image longer than ${MAX_IMAGE_URL_CHARS} characters`, async () => {
     const url = `data:image/png;base64,${"A".repeat(MAX_IMAGE_URL_CHARS)}`;
-    const res = await post("/v1/chat/completions", chat({ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url } }] }] }));
+    const res = await post(
+      "/v1/chat/completions",
+      chat({ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url } }] }] }),
+    );
     expect(res.status).toBe(400);
     expect(res.body["error"]).toMatchObject({ code: "string_above_max_length", param: "messages[0].content[0].image_url.url" });
   });
@@ -123,19 +158,36 @@ describe("limits of a request body", () => {
 describe("limits of Connect calls on the public port", () => {
   it("refuses a call body over 8 MiB (Connect's own default would read up to 4 GiB)", async () => {
     const body = `{"kind":0,"padding":"${"a".repeat(8 * 1024 * 1024)}"}`;
-    const res = await tessera.fetch("/tessera.registry.v1.RegistryService/ListModels", { method: "POST", body, headers: { "content-type": "application/json" } });
+    const res = await tessera.fetch("/tessera.registry.v1.RegistryService/ListModels", {
+      method: "POST",
+      body,
+      headers: { "content-type": "application/json" },
+    });
     expect(res.status).toBe(429);
-    expect(await res.json()).toEqual({ code: "resource_exhausted", message: `message size ${Buffer.byteLength(body)} is larger than configured readMaxBytes 8388608` });
+    expect(await res.json()).toEqual({
+      code: "resource_exhausted",
+      message: `message size ${Buffer.byteLength(body)} is larger than configured readMaxBytes 8388608`,
+    });
   });
 
   it(`holds direct Decide calls to the same ${MAX_QUESTIONS} questions and ${MAX_STATE_CHARS}-character state`, async () => {
     const questionList = Array.from({ length: MAX_QUESTIONS + 1 }, (_, i) => ({ id: `q${i}`, question: { type: "QUESTION_TYPE_NOUL" } }));
     const call = (body: unknown) =>
-      tessera.fetch("/tessera.decision.v1.DecisionService/Decide", { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+      tessera.fetch("/tessera.decision.v1.DecisionService/Decide", {
+        method: "POST",
+        body: JSON.stringify(body),
+        headers: { "content-type": "application/json" },
+      });
     const many = await call({ model: "decisionmodel-latest", state: "s", questionList });
     expect(many.status).toBe(400);
-    expect(((await many.json()) as { code: string; message: string }).message).toMatch(`questions may hold at most ${MAX_QUESTIONS} questions`);
-    const long = await call({ model: "decisionmodel-latest", state: "x".repeat(MAX_STATE_CHARS + 1), questionList: questionList.slice(0, 1) });
+    expect(((await many.json()) as { code: string; message: string }).message).toMatch(
+      `questions may hold at most ${MAX_QUESTIONS} questions`,
+    );
+    const long = await call({
+      model: "decisionmodel-latest",
+      state: "x".repeat(MAX_STATE_CHARS + 1),
+      questionList: questionList.slice(0, 1),
+    });
     expect(long.status).toBe(400);
     expect(((await long.json()) as { message: string }).message).toMatch("state may be at most");
   });
@@ -147,8 +199,14 @@ describe("limits of the request line and headers", () => {
     const res = await tessera.fetch(long);
     expect(res.status).toBe(414);
     expect(res.headers.get("x-service-request-id")).toMatch(REQUEST_ID);
-    expect(await res.json()).toEqual({ detail: { error_type: "invalid_request_error", message: "the request target (path and query) is longer than 4096 bytes" } });
-    const chatRes = await tessera.fetch(`/v1/chat/completions?${"b".repeat(5000)}`, { method: "POST", body: chat({}), headers: { "content-type": "application/json" } });
+    expect(await res.json()).toEqual({
+      detail: { error_type: "invalid_request_error", message: "the request target (path and query) is longer than 4096 bytes" },
+    });
+    const chatRes = await tessera.fetch(`/v1/chat/completions?${"b".repeat(5000)}`, {
+      method: "POST",
+      body: chat({}),
+      headers: { "content-type": "application/json" },
+    });
     expect(chatRes.status).toBe(414);
     expect(((await chatRes.json()) as { error: { code: string } }).error.code).toBe("uri_too_long");
     expect((await tessera.fetch(`/v1/models?q=${"a".repeat(4000)}`)).status).not.toBe(414);

@@ -25,30 +25,117 @@ const POISONS: [string, J][] = [
 const CHAT: J = o([
   ["model", "textmodel-26b"],
   ["max_tokens", new Num("1")],
-  ["messages", [o([["role", "system"], ["content", "be brief"]]), o([["role", "user"], ["content", [o([["type", "text"], ["text", "hi"]])]]])]],
+  [
+    "messages",
+    [
+      o([
+        ["role", "system"],
+        ["content", "be brief"],
+      ]),
+      o([
+        ["role", "user"],
+        [
+          "content",
+          [
+            o([
+              ["type", "text"],
+              ["text", "hi"],
+            ]),
+          ],
+        ],
+      ]),
+    ],
+  ],
   [
     "tools",
     [
       o([
         ["type", "function"],
-        ["function", o([["name", "lookup"], ["description", "d"], ["parameters", o([["type", "object"], ["properties", o([["q", o([["type", "string"]])]])]])]])],
+        [
+          "function",
+          o([
+            ["name", "lookup"],
+            ["description", "d"],
+            [
+              "parameters",
+              o([
+                ["type", "object"],
+                ["properties", o([["q", o([["type", "string"]])]])],
+              ]),
+            ],
+          ]),
+        ],
       ]),
     ],
   ],
-  ["response_format", o([["type", "json_schema"], ["json_schema", o([["name", "s"], ["schema", o([["type", "object"]])]])]])],
+  [
+    "response_format",
+    o([
+      ["type", "json_schema"],
+      [
+        "json_schema",
+        o([
+          ["name", "s"],
+          ["schema", o([["type", "object"]])],
+        ]),
+      ],
+    ]),
+  ],
   ["stream_options", o([["include_usage", true]])],
   ["chat_template_kwargs", o([["enable_thinking", false]])],
 ]);
 
 const DECISION: J = o([
   ["model", "decisionmodel-latest"],
-  ["state", o([["user", o([["name", "Ann"], ["tags", [o([["k", "v"]])]]])]])],
+  [
+    "state",
+    o([
+      [
+        "user",
+        o([
+          ["name", "Ann"],
+          ["tags", [o([["k", "v"]])]],
+        ]),
+      ],
+    ]),
+  ],
   [
     "questions",
     o([
-      ["spam", o([["type", "noul"], ["criteria", o([["true", o([["means", "spam"]])], ["false", "ham"]])], ["instructions", o([["lang", "en"]])]])],
-      ["lang", o([["type", "choice"], ["criteria", o([["en", o([["d", "English"]])], ["fr", "French"]])]])],
-      ["rate", o([["type", "score"], ["criteria", ["low", "high"]]])],
+      [
+        "spam",
+        o([
+          ["type", "noul"],
+          [
+            "criteria",
+            o([
+              ["true", o([["means", "spam"]])],
+              ["false", "ham"],
+            ]),
+          ],
+          ["instructions", o([["lang", "en"]])],
+        ]),
+      ],
+      [
+        "lang",
+        o([
+          ["type", "choice"],
+          [
+            "criteria",
+            o([
+              ["en", o([["d", "English"]])],
+              ["fr", "French"],
+            ]),
+          ],
+        ]),
+      ],
+      [
+        "rate",
+        o([
+          ["type", "score"],
+          ["criteria", ["low", "high"]],
+        ]),
+      ],
     ]),
   ],
 ]);
@@ -109,18 +196,41 @@ describe("prototype pollution", () => {
 
   it("keeps __proto__, constructor and prototype as question ids and option names, answered under the names sent", async () => {
     const ids = ["__proto__", "constructor", "prototype", "hasOwnProperty", "toString"];
-    const options: [string, J][] = [["__proto__", "first"], ["constructor", "second"], ["valueOf", null]];
+    const options: [string, J][] = [
+      ["__proto__", "first"],
+      ["constructor", "second"],
+      ["valueOf", null],
+    ];
     const body = o([
       ["model", "decisionmodel-latest"],
       ["state", "a support ticket"],
-      ["questions", o(ids.map((id, i): [string, J] => [id, i === 0 ? o([["type", "choice"], ["criteria", o(options)]]) : o([["type", "noul"]])]))],
+      [
+        "questions",
+        o(
+          ids.map((id, i): [string, J] => [
+            id,
+            i === 0
+              ? o([
+                  ["type", "choice"],
+                  ["criteria", o(options)],
+                ])
+              : o([["type", "noul"]]),
+          ]),
+        ),
+      ],
     ]);
     const res = await post("/v1/systemone", body);
     expect(res.status).toBe(200);
-    const answer = (await res.json()) as { answers: Record<string, { type: string; choice?: string; probabilities?: Record<string, number> }> };
+    const answer = (await res.json()) as {
+      answers: Record<string, { type: string; choice?: string; probabilities?: Record<string, number> }>;
+    };
     expect(Object.getPrototypeOf(answer.answers)).toBe(Object.prototype);
     expect(Object.keys(answer.answers).sort()).toEqual([...ids].sort());
-    const choice = Object.getOwnPropertyDescriptor(answer.answers, "__proto__")!.value as { type: string; choice: string; probabilities: object };
+    const choice = Object.getOwnPropertyDescriptor(answer.answers, "__proto__")!.value as {
+      type: string;
+      choice: string;
+      probabilities: object;
+    };
     expect(choice.type).toBe("choice");
     expect(Object.keys(choice.probabilities).sort()).toEqual(["__proto__", "constructor", "valueOf"]);
     expect(["__proto__", "constructor", "valueOf"]).toContain(choice.choice);

@@ -19,19 +19,34 @@ const imageUrl = fc.constantFrom(
 
 const contentPart: fc.Arbitrary<J> = fc.oneof(
   record({ type: field(fc.constant("text")), text: field(text) }),
-  record({ type: field(fc.constant("image_url")), image_url: field(fc.oneof(record({ url: field(imageUrl), detail: field(fc.constantFrom("auto", "low", "high")) }), imageUrl)) }),
+  record({
+    type: field(fc.constant("image_url")),
+    image_url: field(fc.oneof(record({ url: field(imageUrl), detail: field(fc.constantFrom("auto", "low", "high")) }), imageUrl)),
+  }),
 );
 
-const content: fc.Arbitrary<J> = fc.oneof({ weight: 3, arbitrary: text }, { weight: 1, arbitrary: fc.array(contentPart, { maxLength: 3 }) });
+const content: fc.Arbitrary<J> = fc.oneof(
+  { weight: 3, arbitrary: text },
+  { weight: 1, arbitrary: fc.array(contentPart, { maxLength: 3 }) },
+);
 
 const toolCall: fc.Arbitrary<J> = record({
   id: field(fc.constantFrom("call_1", "call_2", "__proto__")),
   type: field(fc.constant("function")),
-  function: field(record({ name: field(fc.constantFrom("get_weather", "f")), arguments: field(fc.oneof(fc.constant('{"city":"Paris"}'), text)) })),
+  function: field(
+    record({ name: field(fc.constantFrom("get_weather", "f")), arguments: field(fc.oneof(fc.constant('{"city":"Paris"}'), text)) }),
+  ),
 });
 
 const message: fc.Arbitrary<J> = fc.oneof(
-  { weight: 4, arbitrary: record({ role: field(fc.constantFrom("user", "system", "developer")), content: field(content), name: field(text, { omit: 6 }) }) },
+  {
+    weight: 4,
+    arbitrary: record({
+      role: field(fc.constantFrom("user", "system", "developer")),
+      content: field(content),
+      name: field(text, { omit: 6 }),
+    }),
+  },
   {
     weight: 1,
     arbitrary: record({
@@ -41,20 +56,37 @@ const message: fc.Arbitrary<J> = fc.oneof(
       reasoning: field(text, { omit: 4 }),
     }),
   },
-  { weight: 1, arbitrary: record({ role: field(fc.constant("tool")), content: field(content), tool_call_id: field(fc.constantFrom("call_1", "call_2", "nope")) }) },
+  {
+    weight: 1,
+    arbitrary: record({
+      role: field(fc.constant("tool")),
+      content: field(content),
+      tool_call_id: field(fc.constantFrom("call_1", "call_2", "nope")),
+    }),
+  },
 );
 
 const schema: fc.Arbitrary<J> = fc.oneof(
-  fc.constant<J>(obj([["type", "object"], ["properties", obj([["city", obj([["type", "string"]])]])]])),
+  fc.constant<J>(
+    obj([
+      ["type", "object"],
+      ["properties", obj([["city", obj([["type", "string"]])]])],
+    ]),
+  ),
   junk,
 );
 
 const tool: fc.Arbitrary<J> = record({
   type: field(fc.constant("function")),
-  function: field(record({ name: field(fc.constantFrom("get_weather", "f", "bad name", "")), description: field(text), parameters: field(schema) })),
+  function: field(
+    record({ name: field(fc.constantFrom("get_weather", "f", "bad name", "")), description: field(text), parameters: field(schema) }),
+  ),
 });
 
-const maxTokens = fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 1, max: 4 }).map(n) }, { weight: 1, arbitrary: fc.constantFrom(n(8192), n(100_000), n(0), n(-1)) });
+const maxTokens = fc.oneof(
+  { weight: 8, arbitrary: fc.integer({ min: 1, max: 4 }).map(n) },
+  { weight: 1, arbitrary: fc.constantFrom(n(8192), n(100_000), n(0), n(-1)) },
+);
 
 export interface ChatBodyOptions {
   /** Leave max_tokens out only this rarely (a server with a real model generates the default 1024 then). */
@@ -70,10 +102,23 @@ const nonEmpty = fc.string({ minLength: 1, maxLength: 12 });
 
 /** A request the service must answer 200 (when the model is served). */
 export function validChatBody(options: ChatBodyOptions = {}): fc.Arbitrary<J> {
-  const textParts = fc.array(fc.record({ text }).map(({ text: t }) => obj([["type", "text"], ["text", t]])), { minLength: 1, maxLength: 2 });
+  const textParts = fc.array(
+    fc.record({ text }).map(({ text: t }) =>
+      obj([
+        ["type", "text"],
+        ["text", t],
+      ]),
+    ),
+    { minLength: 1, maxLength: 2 },
+  );
   const validMessage = fc
     .record({ role: fc.constantFrom("user", "system", "developer", "assistant"), content: fc.oneof(text, textParts) })
-    .map(({ role, content: c }) => obj([["role", role], ["content", c]]));
+    .map(({ role, content: c }) =>
+      obj([
+        ["role", role],
+        ["content", c],
+      ]),
+    );
   const opt = <T extends J>(a: fc.Arbitrary<T>) => fc.option(a, { freq: 3 }).map((v) => (v === null ? OMIT : v));
   return fc
     .record({
@@ -96,7 +141,23 @@ export function validChatBody(options: ChatBodyOptions = {}): fc.Arbitrary<J> {
         ["stream_options", r.stream === true && r.usage !== OMIT ? obj([["include_usage", r.usage]]) : OMIT],
         ["stop", r.stop],
         ["response_format", r.format === OMIT ? OMIT : obj([["type", r.format]])],
-        ["tools", r.tools ? [obj([["type", "function"], ["function", obj([["name", "lookup"], ["parameters", obj([["type", "object"]])]])]])] : OMIT],
+        [
+          "tools",
+          r.tools
+            ? [
+                obj([
+                  ["type", "function"],
+                  [
+                    "function",
+                    obj([
+                      ["name", "lookup"],
+                      ["parameters", obj([["type", "object"]])],
+                    ]),
+                  ],
+                ]),
+              ]
+            : OMIT,
+        ],
         ["tool_choice", r.tools ? "auto" : OMIT],
         ["chat_template_kwargs", r.thinking === OMIT ? OMIT : obj([["enable_thinking", r.thinking]])],
         ["temperature", r.temperature],
@@ -121,7 +182,13 @@ function hostileChatBody(options: ChatBodyOptions): fc.Arbitrary<J> {
       { valid: 1, omit: 6 },
     ),
     tools: field(fc.array(tool, { maxLength: 2 }), { valid: 1, omit: 6 }),
-    tool_choice: field(fc.oneof(fc.constantFrom("auto", "none", "required"), record({ type: field(fc.constant("function")), function: field(record({ name: field(fc.constant("get_weather")) })) })), { valid: 1, omit: 8 }),
+    tool_choice: field(
+      fc.oneof(
+        fc.constantFrom("auto", "none", "required"),
+        record({ type: field(fc.constant("function")), function: field(record({ name: field(fc.constant("get_weather")) })) }),
+      ),
+      { valid: 1, omit: 8 },
+    ),
     chat_template_kwargs: field(record({ enable_thinking: field(fc.boolean()) }), { valid: 1, omit: 8 }),
     n: field(fc.constantFrom(n(1), n(2)), { valid: 1, omit: 8 }),
     temperature: field(fc.double({ min: 0, max: 2, noNaN: true }).map(n), { valid: 1, omit: 6 }),
@@ -132,18 +199,33 @@ function hostileChatBody(options: ChatBodyOptions): fc.Arbitrary<J> {
 
 // --- decisions -----------------------------------------------------------------------------------
 
-const description: fc.Arbitrary<J> = fc.oneof({ weight: 4, arbitrary: text }, { weight: 1, arbitrary: junk }, { weight: 1, arbitrary: fc.constant(null) });
+const description: fc.Arbitrary<J> = fc.oneof(
+  { weight: 4, arbitrary: text },
+  { weight: 1, arbitrary: junk },
+  { weight: 1, arbitrary: fc.constant(null) },
+);
 
-const questionId = fc.oneof({ weight: 4, arbitrary: fc.constantFrom("spam", "lang", "q1", "q2", "__proto__", "constructor", "prototype", "0", "hasOwnProperty") }, { weight: 1, arbitrary: key });
+const questionId = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom("spam", "lang", "q1", "q2", "__proto__", "constructor", "prototype", "0", "hasOwnProperty") },
+  { weight: 1, arbitrary: key },
+);
 
 const question: fc.Arbitrary<J> = fc.oneof(
-  record({ type: field(fc.constant("noul")), criteria: field(record({ true: field(description), false: field(description) }), { omit: 3 }), instructions: field(description, { omit: 3 }) }),
+  record({
+    type: field(fc.constant("noul")),
+    criteria: field(record({ true: field(description), false: field(description) }), { omit: 3 }),
+    instructions: field(description, { omit: 3 }),
+  }),
   record({
     type: field(fc.constant("choice")),
     criteria: field(fc.array(fc.tuple(questionId, description), { minLength: 1, maxLength: 5 }).map((entries) => new Obj(entries))),
     instructions: field(description, { omit: 3 }),
   }),
-  record({ type: field(fc.constant("score")), criteria: field(fc.array(text, { minLength: 2, maxLength: 10 })), instructions: field(description, { omit: 3 }) }),
+  record({
+    type: field(fc.constant("score")),
+    criteria: field(fc.array(text, { minLength: 2, maxLength: 10 })),
+    instructions: field(description, { omit: 3 }),
+  }),
   record({ type: field(fc.constantFrom("bogus", "NOUL", "")), criteria: field(junk) }),
 );
 
@@ -158,26 +240,59 @@ export function decisionBody(): fc.Arbitrary<J> {
 export function validDecisionBody(): fc.Arbitrary<J> {
   const id = fc.oneof(fc.constantFrom("spam", "lang", "__proto__", "constructor", "prototype", "0"), nonEmpty);
   const validQuestion: fc.Arbitrary<J> = fc.oneof(
-    fc.option(fc.tuple(text, text), { freq: 2 }).map((sides) => obj([["type", "noul"], ["criteria", sides === null ? OMIT : obj([["true", sides[0]], ["false", sides[1]]])]])),
-    fc
-      .uniqueArray(fc.tuple(id, text), { minLength: 1, maxLength: 6, selector: ([name]) => name })
-      .map((options) => obj([["type", "choice"], ["criteria", new Obj(options)]])),
-    fc.array(text, { minLength: 2, maxLength: 10 }).map((levels) => obj([["type", "score"], ["criteria", levels]])),
+    fc.option(fc.tuple(text, text), { freq: 2 }).map((sides) =>
+      obj([
+        ["type", "noul"],
+        [
+          "criteria",
+          sides === null
+            ? OMIT
+            : obj([
+                ["true", sides[0]],
+                ["false", sides[1]],
+              ]),
+        ],
+      ]),
+    ),
+    fc.uniqueArray(fc.tuple(id, text), { minLength: 1, maxLength: 6, selector: ([name]) => name }).map((options) =>
+      obj([
+        ["type", "choice"],
+        ["criteria", new Obj(options)],
+      ]),
+    ),
+    fc.array(text, { minLength: 2, maxLength: 10 }).map((levels) =>
+      obj([
+        ["type", "score"],
+        ["criteria", levels],
+      ]),
+    ),
   );
-  const validState = fc.oneof(text, fc.array(fc.tuple(nonEmpty, text), { maxLength: 3 }).map((entries) => new Obj(entries)));
+  const validState = fc.oneof(
+    text,
+    fc.array(fc.tuple(nonEmpty, text), { maxLength: 3 }).map((entries) => new Obj(entries)),
+  );
   return fc
     .record({
       model: fc.constantFrom("decisionmodel-latest", "jev-latest", "decisionmodel-0.1"),
       state: validState,
       questions: fc.uniqueArray(fc.tuple(id, validQuestion), { minLength: 1, maxLength: 5, selector: ([name]) => name }),
     })
-    .map(({ model, state: st, questions }) => obj([["model", model], ["state", st], ["questions", new Obj(questions)]]));
+    .map(({ model, state: st, questions }) =>
+      obj([
+        ["model", model],
+        ["state", st],
+        ["questions", new Obj(questions)],
+      ]),
+    );
 }
 
 function hostileDecisionBody(): fc.Arbitrary<J> {
   return record({
     model: field(fc.constantFrom("decisionmodel-latest", "jev-latest", "decisionmodel-0.1", "textmodel-26b", "nope", ""), { omit: 1 }),
     state: field(state, { omit: 1 }),
-    questions: field(fc.array(fc.tuple(questionId, question), { minLength: 1, maxLength: 4 }).map((entries) => new Obj(entries)), { omit: 1 }),
+    questions: field(
+      fc.array(fc.tuple(questionId, question), { minLength: 1, maxLength: 4 }).map((entries) => new Obj(entries)),
+      { omit: 1 },
+    ),
   });
 }

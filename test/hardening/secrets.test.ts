@@ -48,7 +48,12 @@ function formsOf(secret: string): Buffer[] {
 }
 
 async function post(path: string, key: string, body: unknown) {
-  const res = await tessera.fetch(path, { key, method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+  const res = await tessera.fetch(path, {
+    key,
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json" },
+  });
   return { status: res.status, text: await res.text() };
 }
 
@@ -79,9 +84,18 @@ describe("secrets", () => {
     // Traffic with every key.
     for (const key of secrets) {
       expect((await tessera.fetch("/v1/models", { key })).status).toBe(200);
-      const chat = await post("/v1/chat/completions", key, { model: "textmodel-26b", max_tokens: 2, messages: [{ role: "user", content: "hi" }] });
+      const chat = await post("/v1/chat/completions", key, {
+        model: "textmodel-26b",
+        max_tokens: 2,
+        messages: [{ role: "user", content: "hi" }],
+      });
       expect(chat.status).toBe(200);
-      const stream = await post("/v1/chat/completions", key, { model: "textmodel-26b", max_tokens: 2, stream: true, messages: [{ role: "user", content: "hi" }] });
+      const stream = await post("/v1/chat/completions", key, {
+        model: "textmodel-26b",
+        max_tokens: 2,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      });
       expect(stream.text).toMatch(/data: \[DONE\]/);
       const decision = await post("/v1/systemone", key, { model: "decisionmodel-latest", state: "s", questions: { q: { type: "noul" } } });
       expect(decision.status).toBe(200);
@@ -109,7 +123,12 @@ describe("secrets", () => {
     expect((await tessera.fetch(`/v1/models?api_key=${secrets[0]}`, { key: null })).status).toBe(403);
     expect((await tessera.fetch(`/v2/${secrets[0]}`, { key: secrets[0] })).status).toBe(404);
     expect((await tessera.fetch("/v1/models", { key: null, headers: { authorization: `Basic ${secrets[0]}` } })).status).toBe(403);
-    const connectTypo = await tessera.fetch("/tessera.registry.v1.RegistryService/ListModels", { key: typo, method: "POST", body: "{}", headers: { "content-type": "application/json" } });
+    const connectTypo = await tessera.fetch("/tessera.registry.v1.RegistryService/ListModels", {
+      key: typo,
+      method: "POST",
+      body: "{}",
+      headers: { "content-type": "application/json" },
+    });
     expect(connectTypo.status).toBe(401);
 
     expect(tessera.logs.length).toBeGreaterThan(30);
@@ -175,17 +194,46 @@ describe("secrets", () => {
 });
 
 describe("accounting's admin RPCs on the public port", () => {
-  const METHODS = ["CreateKey", "RevokeKey", "ListKeys", "SetAccountStatus", "SetQuota", "GetUsage", "EnsureKey", "Authenticate", "Admit", "Settle"];
+  const METHODS = [
+    "CreateKey",
+    "RevokeKey",
+    "ListKeys",
+    "SetAccountStatus",
+    "SetQuota",
+    "GetUsage",
+    "EnsureKey",
+    "Authenticate",
+    "Admit",
+    "Settle",
+  ];
   const SERVICE = "tessera.accounting.v1.AccountingService";
 
   it("are not served, whatever the protocol, path spelling or key", async () => {
     const before = (await tessera.clients.accounting.listKeys({})).keys.length;
     const key = secrets[0]!;
-    const paths = METHODS.flatMap((m) => [`/${SERVICE}/${m}`, `//${SERVICE}/${m}`, `/${SERVICE}/${m}/`, `/${SERVICE}%2F${m}`, `/${SERVICE.toUpperCase()}/${m}`, `/${SERVICE}/${m}?x=1`]);
-    const contentTypes = ["application/json", "application/proto", "application/grpc-web+proto", "application/grpc-web+json", "application/connect+json"];
+    const paths = METHODS.flatMap((m) => [
+      `/${SERVICE}/${m}`,
+      `//${SERVICE}/${m}`,
+      `/${SERVICE}/${m}/`,
+      `/${SERVICE}%2F${m}`,
+      `/${SERVICE.toUpperCase()}/${m}`,
+      `/${SERVICE}/${m}?x=1`,
+    ]);
+    const contentTypes = [
+      "application/json",
+      "application/proto",
+      "application/grpc-web+proto",
+      "application/grpc-web+json",
+      "application/connect+json",
+    ];
     for (const path of paths) {
       for (const type of contentTypes) {
-        const res = await tessera.fetch(path, { key, method: "POST", body: '{"name":"x"}', headers: { "content-type": type, "connect-protocol-version": "1" } });
+        const res = await tessera.fetch(path, {
+          key,
+          method: "POST",
+          body: '{"name":"x"}',
+          headers: { "content-type": type, "connect-protocol-version": "1" },
+        });
         expect(res.status, `${path} ${type}`).toBe(404);
         await res.arrayBuffer();
       }
@@ -193,7 +241,9 @@ describe("accounting's admin RPCs on the public port", () => {
     // gRPC proper needs HTTP/2; over HTTP/1.1 it is the same 404.
     const grpc = await rawExchange(
       tessera.port,
-      Buffer.from(`POST /${SERVICE}/CreateKey HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/grpc\r\nte: trailers\r\ncontent-length: 5\r\nconnection: close\r\n\r\n\0\0\0\0\0`),
+      Buffer.from(
+        `POST /${SERVICE}/CreateKey HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/grpc\r\nte: trailers\r\ncontent-length: 5\r\nconnection: close\r\n\r\n\0\0\0\0\0`,
+      ),
     );
     expect(grpc.status).toBe(404);
     expect((await tessera.clients.accounting.listKeys({})).keys.length).toBe(before);

@@ -40,7 +40,12 @@ process.on("message", (message: { type: string }) => {
         send({ type: "memory", ...process.memoryUsage() });
         break;
       case "state":
-        send({ type: "state", prototype: Object.getOwnPropertyNames(Object.prototype).sort(), polluted: Object.keys(Object.prototype), logs: problems });
+        send({
+          type: "state",
+          prototype: Object.getOwnPropertyNames(Object.prototype).sort(),
+          polluted: Object.keys(Object.prototype),
+          logs: problems,
+        });
         break;
       case "slots":
         send({ type: "slots", free: fake?.slots.free, total: fake?.slots.total, ...fake?.counts });

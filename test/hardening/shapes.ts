@@ -47,20 +47,26 @@ export function detailError(value: unknown, status: number): string | undefined 
     if (status !== 422) return `a violation list with status ${status}`;
     if (detail.length === 0) return "an empty violation list";
     for (const v of detail) {
-      if (!isObject(v) || !Array.isArray(v["loc"]) || typeof v["msg"] !== "string" || typeof v["type"] !== "string") return `bad violation ${JSON.stringify(v)}`;
-      if (!(v["loc"] as unknown[]).every((p) => typeof p === "string" || typeof p === "number")) return "loc holds something not a string or number";
+      if (!isObject(v) || !Array.isArray(v["loc"]) || typeof v["msg"] !== "string" || typeof v["type"] !== "string")
+        return `bad violation ${JSON.stringify(v)}`;
+      if (!(v["loc"] as unknown[]).every((p) => typeof p === "string" || typeof p === "number"))
+        return "loc holds something not a string or number";
     }
     return undefined;
   }
   if (!isObject(detail)) return "detail is neither an object nor a list";
-  if (typeof detail["error_type"] !== "string" || typeof detail["message"] !== "string") return "detail without error_type and message strings";
+  if (typeof detail["error_type"] !== "string" || typeof detail["message"] !== "string")
+    return "detail without error_type and message strings";
   return undefined;
 }
 
 function checkChatSuccess(reply: Reply): string | undefined {
   const type = String(reply.headers["content-type"] ?? "");
   if (type.startsWith("text/event-stream")) {
-    const events = reply.body.toString("utf8").split("\n\n").filter((e) => e !== "" && !e.startsWith(":"));
+    const events = reply.body
+      .toString("utf8")
+      .split("\n\n")
+      .filter((e) => e !== "" && !e.startsWith(":"));
     const last = events.at(-1);
     for (const event of events) {
       if (!event.startsWith("data: ")) return `SSE event without data: ${event.slice(0, 100)}`;
@@ -107,7 +113,8 @@ export function checkDecision(reply: Reply): string | undefined {
   if (typeof parsed === "string") return parsed;
   if (reply.status === 200) {
     const body = parsed.value;
-    if (!isObject(body) || typeof body["model"] !== "string" || !isObject(body["answers"]) || !isObject(body["usage"])) return "not a decision response";
+    if (!isObject(body) || typeof body["model"] !== "string" || !isObject(body["answers"]) || !isObject(body["usage"]))
+      return "not a decision response";
     for (const answer of Object.values(body["answers"])) {
       if (!isObject(answer) || !["noul", "choice", "score"].includes(String(answer["type"]))) return `bad answer ${JSON.stringify(answer)}`;
     }

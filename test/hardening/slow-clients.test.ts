@@ -199,7 +199,11 @@ describe("a deadline per request", () => {
     await waitFor(() => h.fake.slots.free === 0, 2_000);
 
     const started = Date.now();
-    const res = await h.tessera.fetch("/v1/chat/completions", { method: "POST", body: chatBody({ max_tokens: 2 }), headers: { "content-type": "application/json" } });
+    const res = await h.tessera.fetch("/v1/chat/completions", {
+      method: "POST",
+      body: chatBody({ max_tokens: 2 }),
+      headers: { "content-type": "application/json" },
+    });
     const waited = Date.now() - started;
     expect(res.status).toBe(504);
     expect(waited).toBeGreaterThanOrEqual(DEADLINE_MS - 50);
@@ -272,7 +276,11 @@ describe("clients that read a stream slowly or never", () => {
     expect(state.received).toBe(0);
 
     // The slot serves the next request.
-    const next = await h.tessera.fetch("/v1/chat/completions", { method: "POST", body: chatBody({ stream: true, max_tokens: 2 }), headers: { "content-type": "application/json" } });
+    const next = await h.tessera.fetch("/v1/chat/completions", {
+      method: "POST",
+      body: chatBody({ stream: true, max_tokens: 2 }),
+      headers: { "content-type": "application/json" },
+    });
     expect(next.status).toBe(200);
     expect(await next.text()).toMatch(/data: \[DONE\]\n\n$/);
   });
@@ -302,7 +310,9 @@ describe("clients that read a stream slowly or never", () => {
     expect(received).toBeGreaterThan(deltas * 4096);
     // The worker was never more than the buffers' worth ahead of the reader.
     expect(maxAhead).toBeLessThan(24 * 1024 * 1024);
-    console.log(`slow reader: ${(received / 1024 / 1024).toFixed(1)} MiB read at 64 KiB per 50 ms; the worker was at most ${(maxAhead / 1024 / 1024).toFixed(1)} MiB ahead`);
+    console.log(
+      `slow reader: ${(received / 1024 / 1024).toFixed(1)} MiB read at 64 KiB per 50 ms; the worker was at most ${(maxAhead / 1024 / 1024).toFixed(1)} MiB ahead`,
+    );
     socket.destroy();
     await waitFor(() => h.fake.slots.free === 1, 2_000);
   });
@@ -326,12 +336,22 @@ describe("image_url", () => {
 
   it("never fetches a remote URL, and accepts only data: URLs up to the size limit", async () => {
     const { port } = images.address() as AddressInfo;
-    const urls = [`http://127.0.0.1:${port}/cat.png`, `https://127.0.0.1:${port}/cat.png`, `//127.0.0.1:${port}/cat.png`, "file:///etc/passwd", `data:text/html;base64,PGgxPg==`];
+    const urls = [
+      `http://127.0.0.1:${port}/cat.png`,
+      `https://127.0.0.1:${port}/cat.png`,
+      `//127.0.0.1:${port}/cat.png`,
+      "file:///etc/passwd",
+      `data:text/html;base64,PGgxPg==`,
+    ];
     for (const url of urls) {
       const res = await h.tessera.fetch("/v1/chat/completions", {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: "textmodel-26b", max_tokens: 1, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url } }] }] }),
+        body: JSON.stringify({
+          model: "textmodel-26b",
+          max_tokens: 1,
+          messages: [{ role: "user", content: [{ type: "image_url", image_url: { url } }] }],
+        }),
       });
       expect(res.status, url).toBe(400);
       const { error } = (await res.json()) as { error: { message: string; param: string; code: string } };
@@ -342,7 +362,11 @@ describe("image_url", () => {
     const big = await h.tessera.fetch("/v1/chat/completions", {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: "textmodel-26b", max_tokens: 1, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: tooBig } }] }] }),
+      body: JSON.stringify({
+        model: "textmodel-26b",
+        max_tokens: 1,
+        messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: tooBig } }] }],
+      }),
     });
     expect(big.status).toBe(400);
     expect(((await big.json()) as { error: { code: string } }).error.code).toBe("string_above_max_length");

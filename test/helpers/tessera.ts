@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Writable } from "node:stream";
-import { AccountStatus } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import type { AccountStatus } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { startEmbedded, type EmbeddedTessera } from "../../bin/embedded.js";
 import { loadConfig } from "../../lib/config.js";
 import { startHeartbeats, type HeartbeatPublisher } from "../../lib/heartbeats/publisher.js";
@@ -64,7 +64,14 @@ export function writeModelsConfig(dir: string, modelDir: string): string {
     JSON.stringify({
       models: [
         { id: "textmodel-26b", kind: "text", family: "textmodel", version: "26b", description: "the test text model", ...common },
-        { id: "decisionmodel-0.1", kind: "decision", family: "decisionmodel", version: "0.1", description: "the test decision model", ...common },
+        {
+          id: "decisionmodel-0.1",
+          kind: "decision",
+          family: "decisionmodel",
+          version: "0.1",
+          description: "the test decision model",
+          ...common,
+        },
       ],
       latest: [{ id: "decisionmodel-latest", family: "decisionmodel", aliases: ["jev-latest"] }],
     }),

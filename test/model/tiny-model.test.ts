@@ -28,7 +28,7 @@ interface Row {
 
 let session: ort.InferenceSession;
 beforeAll(async () => {
-  session = await ort.InferenceSession.create(dir + "model.onnx");
+  session = await ort.InferenceSession.create(`${dir}model.onnx`);
 });
 
 function emptyPast(batch: number): Past {
@@ -88,7 +88,7 @@ function sliceRow(t: ort.Tensor, b: number, len: number, padTo = len): ort.Tenso
   const src = t.data as Float32Array;
   const out = new Float32Array(H * padTo * D);
   for (let h = 0; h < H; h++) {
-    const from = ((b * H + h) * P) * D;
+    const from = (b * H + h) * P * D;
     out.set(src.subarray(from, from + len * D), h * padTo * D);
   }
   return new ort.Tensor("float32", out, [1, H, padTo, D]);
@@ -128,10 +128,7 @@ describe("tiny model: ONNX contract", () => {
 
   it("appends the current tokens to a non-empty past: presents are [B,Hkv,P+S,D] = concat(past, current)", async () => {
     const first = await forward([{ ids: tokens(5, 2), positions: range(0, 5) }]);
-    const second = await forward(
-      [{ ids: tokens(4, 3), positions: range(5, 9), pastPositions: range(0, 5) }],
-      first.presents,
-    );
+    const second = await forward([{ ids: tokens(4, 3), positions: range(5, 9), pastPositions: range(0, 5) }], first.presents);
     expect(second.logits.dims).toEqual([1, 4, V]);
     second.presents.forEach((t, i) => {
       expect(t.dims).toEqual([1, HKV, 9, D]);
@@ -174,10 +171,7 @@ describe("tiny model: block-causal attention and KV cache", () => {
     const full = await forward([{ ids, positions: range(0, N) }]);
     for (const cut of [64, 128]) {
       const prefix = await forward([{ ids: ids.slice(0, cut), positions: range(0, cut) }]);
-      const rest = await forward(
-        [{ ids: ids.slice(cut), positions: range(cut, N), pastPositions: range(0, cut) }],
-        prefix.presents,
-      );
+      const rest = await forward([{ ids: ids.slice(cut), positions: range(cut, N), pastPositions: range(0, cut) }], prefix.presents);
       expect(maxAbsDiff(logitRows(rest.logits, 0, 0, N - cut), logitRows(full.logits, 0, cut, N))).toBeLessThan(1e-4);
       expect(maxAbsDiff(logitRows(prefix.logits, 0, 0, cut), logitRows(full.logits, 0, 0, cut))).toBeLessThan(1e-4);
       rest.presents.forEach((t, i) =>
@@ -187,14 +181,18 @@ describe("tiny model: block-causal attention and KV cache", () => {
     // Block by block: 64, 64, 22.
     let past = emptyPast(1);
     const pieces: Float32Array[] = [];
-    for (const [from, to] of [[0, 64], [64, 128], [128, N]] as const) {
+    for (const [from, to] of [
+      [0, 64],
+      [64, 128],
+      [128, N],
+    ] as const) {
       const step = await forward([{ ids: ids.slice(from, to), positions: range(from, to), pastPositions: range(0, from) }], past);
       pieces.push(logitRows(step.logits, 0, 0, to - from));
       past = step.presents;
     }
     const stitched = new Float32Array(N * V);
     let at = 0;
-    for (const p of pieces) (stitched.set(p, at), (at += p.length));
+    for (const p of pieces) stitched.set(p, at), (at += p.length);
     expect(maxAbsDiff(stitched, logitRows(full.logits, 0, 0, N))).toBeLessThan(1e-4);
   });
 
@@ -221,14 +219,8 @@ describe("tiny model: block-causal attention and KV cache", () => {
     const bIds = tokens(70, 2);
     const aPre = await forward([{ ids: aIds.slice(0, 128), positions: range(0, 128) }]);
     const bPre = await forward([{ ids: bIds.slice(0, 64), positions: range(0, 64) }]);
-    const aAlone = await forward(
-      [{ ids: aIds.slice(128), positions: range(128, 138), pastPositions: range(0, 128) }],
-      aPre.presents,
-    );
-    const bAlone = await forward(
-      [{ ids: bIds.slice(64), positions: range(64, 70), pastPositions: range(0, 64) }],
-      bPre.presents,
-    );
+    const aAlone = await forward([{ ids: aIds.slice(128), positions: range(128, 138), pastPositions: range(0, 128) }], aPre.presents);
+    const bAlone = await forward([{ ids: bIds.slice(64), positions: range(64, 70), pastPositions: range(0, 64) }], bPre.presents);
 
     const pad = config.pad_token_id as number;
     const batchPast = aPre.presents.map((t, i) => concatBatch([t, sliceRow(bPre.presents[i]!, 0, 64, 128)]));
@@ -303,8 +295,19 @@ describe("tiny model: tokenizer", () => {
   const tokenizerConfig = readJson("tokenizer_config.json");
   const tokenizer = new Tokenizer(tokenizerJson, tokenizerConfig);
   const specials = [
-    "<|pad|>", "<|mask|>", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>",
-    "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<|yes|>", "<|no|>",
+    "<|pad|>",
+    "<|mask|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<|yes|>",
+    "<|no|>",
     ...range(0, 128).map((i) => `<|opt_${i}|>`),
   ];
 
@@ -319,7 +322,7 @@ describe("tiny model: tokenizer", () => {
       ...(reference.tokenizer as { text: string }[]).map((s) => s.text).filter((t) => t.length > 0),
       "<|im_start|>system\nΓειά σου κόσμε\n\n  indented\ttab<|im_end|>\n",
       "trailing spaces   \n\n\n",
-      "mixed<think>a</think>b<tool_response>{\"ok\": true}</tool_response>",
+      'mixed<think>a</think>b<tool_response>{"ok": true}</tool_response>',
     ];
     for (const text of texts) expect(tokenizer.decode(tokenizer.encode(text).ids)).toBe(text);
   });
@@ -333,7 +336,10 @@ describe("tiny model: tokenizer", () => {
     expect(tokenizer.encode("<|mask|>").ids).toEqual([config.mask_token_id]);
     expect(tokenizer.encode("<|im_end|>").ids).toEqual([config.eos_token_id]);
     expect(tokenizer.encode("<|pad|>").ids).toEqual([config.pad_token_id]);
-    const maxId = Math.max(...Object.values(tokenizerJson.model.vocab as Record<string, number>), ...tokenizerJson.added_tokens.map((t: { id: number }) => t.id));
+    const maxId = Math.max(
+      ...Object.values(tokenizerJson.model.vocab as Record<string, number>),
+      ...tokenizerJson.added_tokens.map((t: { id: number }) => t.id),
+    );
     expect(maxId + 1).toBe(V);
   });
 
@@ -344,7 +350,7 @@ describe("tiny model: tokenizer", () => {
     expect(tokenizerConfig.chat_template).toBe(
       readFileSync(new URL("../../training/templates/chat_template.jinja", import.meta.url), "utf8"),
     );
-    expect(readFileSync(dir + "decision.json", "utf8")).toBe(
+    expect(readFileSync(`${dir}decision.json`, "utf8")).toBe(
       readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"),
     );
     expect(Object.keys(tokenizerConfig.added_tokens_decoder)).toHaveLength(specials.length);

@@ -66,7 +66,11 @@ describe("distributed mode in one process per service group", () => {
   });
 
   it("runs a worker in one process and everything else in another: it is announced, listed and answers", async () => {
-    const worker = await startDistributed({ config: config({ TESSERA_WORKER_ID: "w-1" }), logger: silentLogger(), services: ["inference"] });
+    const worker = await startDistributed({
+      config: config({ TESSERA_WORKER_ID: "w-1" }),
+      logger: silentLogger(),
+      services: ["inference"],
+    });
     running.push(worker);
     expect(worker.advertisedUrl).toBe(worker.url);
     const front = await startDistributed({
@@ -79,7 +83,8 @@ describe("distributed mode in one process per service group", () => {
     // The worker's own port: internal Connect (no key), probes.
     expect((await fetch(`${worker.url}/readyz`)).status).toBe(200);
     const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
-    const listed = async () => ((await (await fetch(`${front.url}/v1/models`, { headers })).json()) as { models: { name: string }[] }).models.map((m) => m.name);
+    const listed = async () =>
+      ((await (await fetch(`${front.url}/v1/models`, { headers })).json()) as { models: { name: string }[] }).models.map((m) => m.name);
     const end = Date.now() + 5_000;
     while ((await listed()).length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
     expect(await listed()).toEqual(["textmodel-26b", "decisionmodel-latest", "decisionmodel-0.1"]);
@@ -108,7 +113,11 @@ describe("distributed mode in one process per service group", () => {
   it("serves the registry's workers to other processes over Connect", async () => {
     const registry = await startDistributed({ config: config({}), logger: silentLogger(), services: ["registry"] });
     running.push(registry);
-    const worker = await startDistributed({ config: config({ TESSERA_WORKER_ID: "w-2" }), logger: silentLogger(), services: ["inference"] });
+    const worker = await startDistributed({
+      config: config({ TESSERA_WORKER_ID: "w-2" }),
+      logger: silentLogger(),
+      services: ["inference"],
+    });
     running.push(worker);
     const client = createClient(RegistryService, connectTransport(registry.url));
     const end = Date.now() + 5_000;

@@ -33,7 +33,10 @@ function runUsageSinkContract(name: string, make: (accounting: Client<typeof Acc
     beforeEach(async () => {
       store = createMemoryStore();
       const service = createAccountingService({ store, logger: silentLogger(), defaultRequestsPerMinute: 1000 });
-      accounting = createClient(AccountingService, createInProcessTransport((r) => r.service(AccountingService, service)));
+      accounting = createClient(
+        AccountingService,
+        createInProcessTransport((r) => r.service(AccountingService, service)),
+      );
       const created = await accounting.createKey({ name: "sink", limits: { textQuotaTokens: 10_000n } });
       keyId = created.key!.keyId;
       accountId = created.key!.accountId;
@@ -45,7 +48,12 @@ function runUsageSinkContract(name: string, make: (accounting: Client<typeof Acc
     });
 
     const settle = (requestId: string, prompt: number, completion: number) =>
-      create(SettleRequestSchema, { keyId, requestId, kind: UsageKind.TEXT, usage: { promptTokens: BigInt(prompt), completionTokens: BigInt(completion) } });
+      create(SettleRequestSchema, {
+        keyId,
+        requestId,
+        kind: UsageKind.TEXT,
+        usage: { promptTokens: BigInt(prompt), completionTokens: BigInt(completion) },
+      });
 
     async function ledgerWhen(requests: number) {
       const end = Date.now() + 5_000;

@@ -57,7 +57,13 @@ export function runWorkerDirectoryContract(name: string, make: (ctx: DirectoryCo
       pair.publisher.publish(beat("c", 3, ["m", "n"]));
       await eventually(() => expect(pair.observer.live().map((w) => w.id)).toEqual(["b", "c", "a"]));
       pair.publisher.publish(beat("a", 4));
-      await eventually(() => expect(pair.observer.live().map((w) => [w.id, w.slotsFree])).toEqual([["a", 4], ["b", 3], ["c", 3]]));
+      await eventually(() =>
+        expect(pair.observer.live().map((w) => [w.id, w.slotsFree])).toEqual([
+          ["a", 4],
+          ["b", 3],
+          ["c", 3],
+        ]),
+      );
       const c = pair.observer.live().find((w) => w.id === "c")!;
       expect(c).toMatchObject({ address: "http://c:8080", models: ["m", "n"], slotsTotal: 4 });
       expect(c.lastSeenUnixMs).toBe(now);

@@ -5,38 +5,65 @@ import { EOS, chatPromptAndReply, pyJson, renderChat } from "./render.mjs";
 // Phrasings of "what does X mean". The HELD_OUT ones never appear in training; the chat
 // evaluation asks with them.
 export const GLOSS_TRAIN = [
-  (w) => `What does "${w}" mean?`, (w) => `Define ${w}.`, (w) => `What is the meaning of the word ${w}?`,
-  (w) => `Give me the definition of ${w}.`, (w) => `Explain the word "${w}".`, (w) => `${w}: what does it mean?`,
-  (w) => `Meaning of ${w}?`, (w) => `What's the definition of ${w}?`, (w) => `Can you tell me what ${w} means?`,
-  (w) => `define ${w}`, (w) => `What does the word ${w} mean?`, (w) => `I don't know the word "${w}". What does it mean?`,
+  (w) => `What does "${w}" mean?`,
+  (w) => `Define ${w}.`,
+  (w) => `What is the meaning of the word ${w}?`,
+  (w) => `Give me the definition of ${w}.`,
+  (w) => `Explain the word "${w}".`,
+  (w) => `${w}: what does it mean?`,
+  (w) => `Meaning of ${w}?`,
+  (w) => `What's the definition of ${w}?`,
+  (w) => `Can you tell me what ${w} means?`,
+  (w) => `define ${w}`,
+  (w) => `What does the word ${w} mean?`,
+  (w) => `I don't know the word "${w}". What does it mean?`,
 ];
 export const GLOSS_HELD_OUT = [
-  (w) => `Could you explain what the term ${w} refers to?`, (w) => `How would you define ${w}?`,
-  (w) => `Tell me the sense of the word ${w}.`, (w) => `I came across "${w}" in a text. What is its meaning?`,
+  (w) => `Could you explain what the term ${w} refers to?`,
+  (w) => `How would you define ${w}?`,
+  (w) => `Tell me the sense of the word ${w}.`,
+  (w) => `I came across "${w}" in a text. What is its meaning?`,
 ];
 const EXAMPLE_Q = [
-  (w) => `Use ${w} in a sentence.`, (w) => `Give an example sentence with "${w}".`, (w) => `How is the word ${w} used?`,
-  (w) => `Show me ${w} in context.`, (w) => `Write a sentence that uses the word ${w}.`,
+  (w) => `Use ${w} in a sentence.`,
+  (w) => `Give an example sentence with "${w}".`,
+  (w) => `How is the word ${w} used?`,
+  (w) => `Show me ${w} in context.`,
+  (w) => `Write a sentence that uses the word ${w}.`,
 ];
 const SYN_Q = [
-  (w) => `What are synonyms of ${w}?`, (w) => `Give me another word for ${w}.`, (w) => `Synonyms for "${w}"?`,
-  (w) => `Which words mean the same as ${w}?`, (w) => `List words similar in meaning to ${w}.`,
+  (w) => `What are synonyms of ${w}?`,
+  (w) => `Give me another word for ${w}.`,
+  (w) => `Synonyms for "${w}"?`,
+  (w) => `Which words mean the same as ${w}?`,
+  (w) => `List words similar in meaning to ${w}.`,
 ];
 const ANT_Q = [
-  (w) => `What is the opposite of ${w}?`, (w) => `Antonym of ${w}?`, (w) => `Give me a word that means the opposite of "${w}".`,
+  (w) => `What is the opposite of ${w}?`,
+  (w) => `Antonym of ${w}?`,
+  (w) => `Give me a word that means the opposite of "${w}".`,
   (w) => `What's the antonym of ${w}?`,
 ];
 const KIND_Q = [
-  (x, y) => `Is a ${x} a kind of ${y}?`, (x, y) => `Is ${x} a type of ${y}?`, (x, y) => `Is every ${x} a ${y}?`,
+  (x, y) => `Is a ${x} a kind of ${y}?`,
+  (x, y) => `Is ${x} a type of ${y}?`,
+  (x, y) => `Is every ${x} a ${y}?`,
   (x, y) => `Would you call a ${x} a ${y}?`,
 ];
 const CATEGORY_Q = [
-  (w) => `What kind of word is ${w}?`, (w) => `What part of speech is "${w}"?`, (w) => `Which lexical category does ${w} belong to?`,
+  (w) => `What kind of word is ${w}?`,
+  (w) => `What part of speech is "${w}"?`,
+  (w) => `Which lexical category does ${w} belong to?`,
   (w) => `Is ${w} a noun, a verb, an adjective or an adverb?`,
 ];
 const SYSTEMS = [
-  "", "", "", "You are a helpful assistant.", "You are a concise dictionary assistant.",
-  "Answer briefly and accurately.", "You are Tessera, a small language model. Answer questions about words.",
+  "",
+  "",
+  "",
+  "You are a helpful assistant.",
+  "You are a concise dictionary assistant.",
+  "Answer briefly and accurately.",
+  "You are Tessera, a small language model. Answer questions about words.",
 ];
 
 const cap = (s) => (s ? s[0].toUpperCase() + s.slice(1) : s);
@@ -53,7 +80,7 @@ export function glossReply(word, senses) {
     const s = senses[0];
     return `${cap(word)} (${POS_NAMES[s.pos]}): ${s.definition}.`;
   }
-  return `${cap(word)} has several meanings:\n` + senses.map((s, i) => `${i + 1}. (${POS_NAMES[s.pos]}) ${s.definition}.`).join("\n");
+  return `${cap(word)} has several meanings:\n${senses.map((s, i) => `${i + 1}. (${POS_NAMES[s.pos]}) ${s.definition}.`).join("\n")}`;
 }
 
 export function glossReference(senses) {
@@ -61,25 +88,43 @@ export function glossReference(senses) {
 }
 
 export function glossChat(rng, word, senses, phrasing) {
-  const msgs = withSystem(rng, [{ role: "user", content: phrasing(word) }, { role: "assistant", content: glossReply(word, senses) }]);
+  const msgs = withSystem(rng, [
+    { role: "user", content: phrasing(word) },
+    { role: "assistant", content: glossReply(word, senses) },
+  ]);
   return chatPromptAndReply(msgs);
 }
 
 export function exampleChat(rng, word, synset) {
   const ex = synset.examples.find((e) => e.toLowerCase().includes(word.toLowerCase())) ?? synset.examples[0];
   const answer = rng.chance(0.5) ? `${cap(ex)}.` : `"${cap(ex)}." Here ${word} means ${synset.definition}.`;
-  return chatPromptAndReply(withSystem(rng, [{ role: "user", content: rng.pick(EXAMPLE_Q)(word) }, { role: "assistant", content: answer }]));
+  return chatPromptAndReply(
+    withSystem(rng, [
+      { role: "user", content: rng.pick(EXAMPLE_Q)(word) },
+      { role: "assistant", content: answer },
+    ]),
+  );
 }
 
 export function synonymChat(rng, word, synonyms) {
   const list = synonyms.slice(0, 6);
   const answer = list.length === 1 ? `Another word for ${word} is ${list[0]}.` : `Synonyms of ${word}: ${list.join(", ")}.`;
-  return chatPromptAndReply(withSystem(rng, [{ role: "user", content: rng.pick(SYN_Q)(word) }, { role: "assistant", content: answer }]));
+  return chatPromptAndReply(
+    withSystem(rng, [
+      { role: "user", content: rng.pick(SYN_Q)(word) },
+      { role: "assistant", content: answer },
+    ]),
+  );
 }
 
 export function antonymChat(rng, word, antonyms) {
   const answer = `The opposite of ${word} is ${antonyms.join(" or ")}.`;
-  return chatPromptAndReply(withSystem(rng, [{ role: "user", content: rng.pick(ANT_Q)(word) }, { role: "assistant", content: answer }]));
+  return chatPromptAndReply(
+    withSystem(rng, [
+      { role: "user", content: rng.pick(ANT_Q)(word) },
+      { role: "assistant", content: answer },
+    ]),
+  );
 }
 
 export function kindAnswer(x, chain, y, yes) {
@@ -92,12 +137,22 @@ export function kindAnswer(x, chain, y, yes) {
 }
 
 export function kindChat(rng, x, chain, y, yes) {
-  return chatPromptAndReply(withSystem(rng, [{ role: "user", content: rng.pick(KIND_Q)(x, y) }, { role: "assistant", content: kindAnswer(x, chain, y, yes) }]));
+  return chatPromptAndReply(
+    withSystem(rng, [
+      { role: "user", content: rng.pick(KIND_Q)(x, y) },
+      { role: "assistant", content: kindAnswer(x, chain, y, yes) },
+    ]),
+  );
 }
 
 export function categoryChat(rng, word, synset) {
   const answer = `${cap(word)} is ${article(POS_NAMES[synset.pos])} ${POS_NAMES[synset.pos]}; in its main sense it names ${LEX_DESCRIPTIONS[synset.lexFile]} (WordNet category ${synset.lexFile}).`;
-  return chatPromptAndReply(withSystem(rng, [{ role: "user", content: rng.pick(CATEGORY_Q)(word) }, { role: "assistant", content: answer }]));
+  return chatPromptAndReply(
+    withSystem(rng, [
+      { role: "user", content: rng.pick(CATEGORY_Q)(word) },
+      { role: "assistant", content: answer },
+    ]),
+  );
 }
 
 // ---------- JSON mode ----------
@@ -112,15 +167,26 @@ const JSON_SCHEMAS = [
 export function jsonChat(rng, word, synset) {
   const shape = rng.pick(JSON_SCHEMAS);
   const values = {
-    word, term: word, part_of_speech: POS_NAMES[synset.pos], definition: synset.definition, meaning: synset.definition,
+    word,
+    term: word,
+    part_of_speech: POS_NAMES[synset.pos],
+    definition: synset.definition,
+    meaning: synset.definition,
     example: synset.examples[0] ?? "",
   };
   const keys = shape ? shape.keys : ["word", "part_of_speech", "definition"];
   const obj = Object.fromEntries(keys.map((k) => [k, values[k]]));
   const vars = { response_format: "json" };
-  if (shape) vars.json_schema = { type: "object", properties: Object.fromEntries(keys.map((k) => [k, { type: "string" }])), required: keys };
+  if (shape)
+    vars.json_schema = { type: "object", properties: Object.fromEntries(keys.map((k) => [k, { type: "string" }])), required: keys };
   const q = rng.pick([...GLOSS_TRAIN.slice(0, 4), (w) => `Give the word, its part of speech and its definition for: ${w}`]);
-  return chatPromptAndReply(withSystem(rng, [{ role: "user", content: q(word) }, { role: "assistant", content: pyJson(obj) }]), vars);
+  return chatPromptAndReply(
+    withSystem(rng, [
+      { role: "user", content: q(word) },
+      { role: "assistant", content: pyJson(obj) },
+    ]),
+    vars,
+  );
 }
 
 // ---------- tools ----------
@@ -181,14 +247,24 @@ export function toolChats(rng, kind, word, data) {
     final = `Synonyms of ${word}: ${data.synonyms.slice(0, 6).join(", ")}.`;
   } else {
     result = pyJson({ word, hypernyms: data.chain.map((s) => s.words[0]) });
-    final = `${cap(article(word))} ${word} is a kind of ${data.chain[0].words[0]}` + (data.chain.length > 1 ? `, which is a kind of ${data.chain.slice(1, 4).map((s) => s.words[0]).join(", then ")}.` : ".");
+    final =
+      `${cap(article(word))} ${word} is a kind of ${data.chain[0].words[0]}` +
+      (data.chain.length > 1
+        ? `, which is a kind of ${data.chain
+            .slice(1, 4)
+            .map((s) => s.words[0])
+            .join(", then ")}.`
+        : ".");
   }
   const user = withSystem(rng, [{ role: "user", content: toolQuestion(kind, word) }]);
   const call = { role: "assistant", content: "", tool_calls: [{ name: tool.function?.name ?? tool.name, arguments: args }] };
   const vars = { tools, tool_choice: "auto" };
   const out = [];
   out.push({ task: "tool_call", ...chatPromptAndReply([...user, call], vars) });
-  out.push({ task: "tool_answer", ...chatPromptAndReply([...user, call, { role: "tool", content: result }, { role: "assistant", content: final }], vars) });
+  out.push({
+    task: "tool_answer",
+    ...chatPromptAndReply([...user, call, { role: "tool", content: result }, { role: "assistant", content: final }], vars),
+  });
   // Forced: the prompt already holds `<tool_call>{"name": ..., "arguments": `.
   const forced = chatPromptAndReply([...user, call], { ...vars, forced_tool: tool.name });
   const head = `<tool_call>{"name": ${JSON.stringify(tool.name)}, "arguments": `;
@@ -200,7 +276,10 @@ export function toolChats(rng, kind, word, data) {
 /** Tools offered but not needed: answer directly. */
 export function toolNotNeededChat(rng, word, senses) {
   const tools = rng.sample(DISTRACTOR_TOOLS, 1 + rng.int(2)).map(toolObject);
-  const msgs = withSystem(rng, [{ role: "user", content: rng.pick(GLOSS_TRAIN)(word) }, { role: "assistant", content: glossReply(word, senses) }]);
+  const msgs = withSystem(rng, [
+    { role: "user", content: rng.pick(GLOSS_TRAIN)(word) },
+    { role: "assistant", content: glossReply(word, senses) },
+  ]);
   return chatPromptAndReply(msgs, { tools, tool_choice: rng.chance(0.5) ? "auto" : "none" });
 }
 
@@ -209,8 +288,12 @@ export function thinkChat(rng, x, chain, y, yes, xSynset) {
   const user = withSystem(rng, [{ role: "user", content: rng.pick(KIND_Q)(x, y) }]);
   const prompt = renderChat(user, { enable_thinking: true, add_generation_prompt: true });
   if (!prompt.endsWith("<think>\n")) throw new Error("thinking prompt must end in <think>");
-  const ancestry = chain.slice(0, 6).map((s) => s.words[0]).join(", then ");
-  const thought = `${cap(article(x))} ${x} is ${xSynset.definition}. Going up the categories: ${ancestry}. ` +
+  const ancestry = chain
+    .slice(0, 6)
+    .map((s) => s.words[0])
+    .join(", then ");
+  const thought =
+    `${cap(article(x))} ${x} is ${xSynset.definition}. Going up the categories: ${ancestry}. ` +
     (yes ? `${cap(y)} is on that path.` : `${cap(y)} is not on that path.`);
   return { prompt, reply: `${thought}\n</think>\n\n${kindAnswer(x, chain, y, yes)}${EOS}` };
 }
@@ -226,7 +309,8 @@ export function thinkGlossChat(rng, word, senses) {
 // ---------- two turns ----------
 export function twoTurnChat(rng, w1, senses1, w2, senses2) {
   const msgs = withSystem(rng, [
-    { role: "user", content: rng.pick(GLOSS_TRAIN)(w1) }, { role: "assistant", content: glossReply(w1, senses1) },
+    { role: "user", content: rng.pick(GLOSS_TRAIN)(w1) },
+    { role: "assistant", content: glossReply(w1, senses1) },
     { role: "user", content: rng.pick([(w) => `And ${w}?`, (w) => `What about ${w}?`, ...GLOSS_TRAIN])(w2) },
     { role: "assistant", content: glossReply(w2, senses2) },
   ]);

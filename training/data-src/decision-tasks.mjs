@@ -3,27 +3,46 @@
 
 // ---------- spam ----------
 const SPAM_YES = [
-  "Is this email spam?", "Is this message spam?", "Is this e-mail junk mail?",
-  "Is this unsolicited bulk email (spam)?", "Should a spam filter block this email?",
-  "Is this an advertising, scam or bulk message rather than a normal email?", "Is it spam?",
-  "Spam or not: is this email spam?", "Does this email look like spam?", "Is this email unwanted junk?",
+  "Is this email spam?",
+  "Is this message spam?",
+  "Is this e-mail junk mail?",
+  "Is this unsolicited bulk email (spam)?",
+  "Should a spam filter block this email?",
+  "Is this an advertising, scam or bulk message rather than a normal email?",
+  "Is it spam?",
+  "Spam or not: is this email spam?",
+  "Does this email look like spam?",
+  "Is this email unwanted junk?",
 ];
 const SPAM_NO = [
-  "Is this a legitimate email (not spam)?", "Is this email ham, that is wanted mail?",
-  "Is this message from a real correspondent rather than a spammer?", "Is this a normal, non-spam email?",
+  "Is this a legitimate email (not spam)?",
+  "Is this email ham, that is wanted mail?",
+  "Is this message from a real correspondent rather than a spammer?",
+  "Is this a normal, non-spam email?",
   "Should this email be delivered to the inbox (not spam)?",
 ];
 const SPAM_OPTION_NAMES = [
-  ["spam", "ham"], ["spam", "not spam"], ["junk", "legitimate"], ["spam", "legitimate email"],
-  ["unsolicited bulk email", "normal email"], ["junk mail", "real mail"], ["Spam", "Ham"], ["SPAM", "OK"],
+  ["spam", "ham"],
+  ["spam", "not spam"],
+  ["junk", "legitimate"],
+  ["spam", "legitimate email"],
+  ["unsolicited bulk email", "normal email"],
+  ["junk mail", "real mail"],
+  ["Spam", "Ham"],
+  ["SPAM", "OK"],
 ];
 const SPAM_OPTION_DESCRIPTIONS = [
   ["unsolicited advertising, scams or bulk mail", "mail the recipient wants: personal, work, lists they joined"],
   ["junk", "wanted mail"],
 ];
 const SPAM_CHOICE_Q = [
-  "Is this email spam?", "Classify this email.", "What kind of email is this?", "Which folder should this email go to?",
-  "", "Spam filter: classify the message.", { task: "email classification", question: "spam or not?" },
+  "Is this email spam?",
+  "Classify this email.",
+  "What kind of email is this?",
+  "Which folder should this email go to?",
+  "",
+  "Spam filter: classify the message.",
+  { task: "email classification", question: "spam or not?" },
 ];
 
 export function spamNoul(rng, isSpam) {
@@ -39,7 +58,7 @@ export function spamNoul(rng, isSpam) {
   }
   if (rng.chance(0.1)) instructions = { question: instructions || (inverted ? SPAM_NO[0] : SPAM_YES[0]) };
   const question = { type: "noul", instructions, criteria };
-  return { question, target: (isSpam !== inverted) ? 0 : 1 };
+  return { question, target: isSpam !== inverted ? 0 : 1 };
 }
 
 export function spamChoice(rng, isSpam) {
@@ -47,37 +66,68 @@ export function spamChoice(rng, isSpam) {
   const desc = rng.chance(0.3) ? rng.pick(SPAM_OPTION_DESCRIPTIONS) : [null, null];
   const spamFirst = rng.chance(0.5);
   const criteria = spamFirst ? { [spamName]: desc[0], [hamName]: desc[1] } : { [hamName]: desc[1], [spamName]: desc[0] };
-  const target = (isSpam === spamFirst) ? 0 : 1;
+  const target = isSpam === spamFirst ? 0 : 1;
   return { question: { type: "choice", instructions: rng.pick(SPAM_CHOICE_Q), criteria }, target };
 }
 
 // ---------- sentiment ----------
 const POS_Q = [
-  "Is this review positive?", "Is the reviewer happy?", "Is the sentiment positive?", "Did the writer like it?",
-  "Is this a positive opinion?", "Does this text express a positive sentiment?", "Is this review favourable?",
+  "Is this review positive?",
+  "Is the reviewer happy?",
+  "Is the sentiment positive?",
+  "Did the writer like it?",
+  "Is this a positive opinion?",
+  "Does this text express a positive sentiment?",
+  "Is this review favourable?",
   "Would the author recommend it?",
 ];
 const NEG_Q = [
-  "Is this review negative?", "Is the reviewer unhappy?", "Is the sentiment negative?", "Did the writer dislike it?",
-  "Is this a complaint?", "Does this text express a negative sentiment?",
+  "Is this review negative?",
+  "Is the reviewer unhappy?",
+  "Is the sentiment negative?",
+  "Did the writer dislike it?",
+  "Is this a complaint?",
+  "Does this text express a negative sentiment?",
 ];
 const SENT_NAMES = [
-  ["positive", "negative"], ["good", "bad"], ["liked it", "disliked it"], ["happy", "unhappy"],
-  ["favourable", "unfavourable"], ["pos", "neg"], ["thumbs up", "thumbs down"], ["Positive", "Negative"],
-  ["praise", "complaint"], ["satisfied", "dissatisfied"],
+  ["positive", "negative"],
+  ["good", "bad"],
+  ["liked it", "disliked it"],
+  ["happy", "unhappy"],
+  ["favourable", "unfavourable"],
+  ["pos", "neg"],
+  ["thumbs up", "thumbs down"],
+  ["Positive", "Negative"],
+  ["praise", "complaint"],
+  ["satisfied", "dissatisfied"],
 ];
 const SENT_CHOICE_Q = [
-  "What is the sentiment of this review?", "Is this review positive or negative?", "How does the writer feel?",
-  "Classify the sentiment.", "", "Which label fits the opinion expressed?",
+  "What is the sentiment of this review?",
+  "Is this review positive or negative?",
+  "How does the writer feel?",
+  "Classify the sentiment.",
+  "",
+  "Which label fits the opinion expressed?",
 ];
 const SCALES = [
-  ["negative", "positive"], ["bad", "good"],
-  ["negative", "neutral", "positive"], ["bad", "okay", "good"], ["unhappy", "neutral", "happy"],
-  ["very negative", "negative", "positive", "very positive"], ["terrible", "poor", "good", "excellent"],
+  ["negative", "positive"],
+  ["bad", "good"],
+  ["negative", "neutral", "positive"],
+  ["bad", "okay", "good"],
+  ["unhappy", "neutral", "happy"],
+  ["very negative", "negative", "positive", "very positive"],
+  ["terrible", "poor", "good", "excellent"],
   ["very negative", "negative", "neutral", "positive", "very positive"],
-  ["1 star", "2 stars", "3 stars", "4 stars", "5 stars"], ["awful", "bad", "mixed", "good", "great"],
+  ["1 star", "2 stars", "3 stars", "4 stars", "5 stars"],
+  ["awful", "bad", "mixed", "good", "great"],
 ];
-const SCORE_Q = ["How positive is this review?", "Rate the sentiment.", "", "Rate how much the writer liked it.", "Sentiment score of the text?"];
+const SCORE_Q = [
+  "How positive is this review?",
+  "Rate the sentiment.",
+  "",
+  "Rate how much the writer liked it.",
+  "Sentiment score of the text?",
+];
 
 export function sentimentNoul(rng, positive) {
   const inverted = rng.chance(0.3);
@@ -89,14 +139,14 @@ export function sentimentNoul(rng, positive) {
       : { true: "the text is positive", false: "the text is negative" };
     if (rng.chance(0.2)) instructions = "";
   }
-  return { question: { type: "noul", instructions, criteria }, target: (positive !== inverted) ? 0 : 1 };
+  return { question: { type: "noul", instructions, criteria }, target: positive !== inverted ? 0 : 1 };
 }
 
 export function sentimentChoice(rng, positive) {
   const [p, n] = rng.pick(SENT_NAMES);
   const posFirst = rng.chance(0.5);
   const criteria = posFirst ? { [p]: null, [n]: null } : { [n]: null, [p]: null };
-  return { question: { type: "choice", instructions: rng.pick(SENT_CHOICE_Q), criteria }, target: (positive === posFirst) ? 0 : 1 };
+  return { question: { type: "choice", instructions: rng.pick(SENT_CHOICE_Q), criteria }, target: positive === posFirst ? 0 : 1 };
 }
 
 /** Binary truth on a k-level scale: all mass on the levels of the right half. */
@@ -106,7 +156,7 @@ export function sentimentScore(rng, positive) {
   const soft = levels.map((_, i) => {
     const upper = i >= Math.ceil(k / 2) || (k % 2 === 0 && i >= k / 2);
     const lower = i < Math.floor(k / 2);
-    return positive ? (upper ? 1 : 0) : (lower ? 1 : 0);
+    return positive ? (upper ? 1 : 0) : lower ? 1 : 0;
   });
   const s = soft.reduce((a, b) => a + b, 0);
   return { question: { type: "score", instructions: rng.pick(SCORE_Q), criteria: levels }, soft: soft.map((x) => x / s) };
@@ -126,18 +176,32 @@ export function gradedScore(rng, value, instructionsPool) {
 
 // ---------- WordNet ----------
 const KIND_Q = [
-  (x, y) => `Is a ${x} a kind of ${y}?`, (x, y) => `Is ${x} a type of ${y}?`, (x, y) => `Is every ${x} a ${y}?`,
-  (x, y) => `Does "${x}" name a kind of ${y}?`, (x, y) => `Is the word in the state a kind of ${y}?`,
+  (x, y) => `Is a ${x} a kind of ${y}?`,
+  (x, y) => `Is ${x} a type of ${y}?`,
+  (x, y) => `Is every ${x} a ${y}?`,
+  (x, y) => `Does "${x}" name a kind of ${y}?`,
+  (x, y) => `Is the word in the state a kind of ${y}?`,
 ];
 
 export function kindOfNoul(rng, x, y, yes) {
   const f = rng.pick(KIND_Q);
-  return { question: { type: "noul", instructions: f(x, y), criteria: rng.chance(0.2) ? { true: `it is a kind of ${y}`, false: `it is not` } : undefined }, target: yes ? 0 : 1 };
+  return {
+    question: {
+      type: "noul",
+      instructions: f(x, y),
+      criteria: rng.chance(0.2) ? { true: `it is a kind of ${y}`, false: `it is not` } : undefined,
+    },
+    target: yes ? 0 : 1,
+  };
 }
 
 const WHICH_WORD_Q = [
-  "Which word does this definition describe?", "Which word means this?", "Pick the word defined in the state.",
-  "Which option is the word for this meaning?", "", "What word is being defined?",
+  "Which word does this definition describe?",
+  "Which word means this?",
+  "Pick the word defined in the state.",
+  "Which option is the word for this meaning?",
+  "",
+  "What word is being defined?",
 ];
 
 export function whichWordChoice(rng, correct, distractors) {
@@ -163,7 +227,12 @@ export function whichSenseChoice(rng, allGlosses, correctIndexIn) {
   return { question: { type: "choice", instructions: rng.pick(WHICH_SENSE_Q), criteria }, target: order.indexOf(correctIndex) };
 }
 
-const CATEGORY_Q = ["What does this word name?", "Which category does the word belong to?", "What kind of thing is it?", "Semantic category?"];
+const CATEGORY_Q = [
+  "What does this word name?",
+  "Which category does the word belong to?",
+  "What kind of thing is it?",
+  "Semantic category?",
+];
 
 export function categoryChoice(rng, correct, others) {
   const cats = rng.shuffle([correct, ...others]);
@@ -172,7 +241,10 @@ export function categoryChoice(rng, correct, others) {
   return { question: { type: "choice", instructions: rng.pick(CATEGORY_Q), criteria }, target: cats.indexOf(correct) };
 }
 
-const POLYSEMY_LEVELS = [["one sense", "two or three senses", "four to six senses", "seven or more senses"], ["1", "2-3", "4-6", "7+"]];
+const POLYSEMY_LEVELS = [
+  ["one sense", "two or three senses", "four to six senses", "seven or more senses"],
+  ["1", "2-3", "4-6", "7+"],
+];
 const POLYSEMY_Q = ["How many meanings does this word have?", "How ambiguous is this word (number of senses)?"];
 
 export function polysemyScore(rng, senses) {
@@ -181,4 +253,10 @@ export function polysemyScore(rng, senses) {
   return { question: { type: "score", instructions: rng.pick(POLYSEMY_Q), criteria: levels }, target: idx };
 }
 
-export const WORD_SENTIMENT_Q = ["How positive is this word?", "Rate the feeling this expresses.", "Sentiment of the phrase?", "", "How pleasant is this?"];
+export const WORD_SENTIMENT_Q = [
+  "How positive is this word?",
+  "Rate the feeling this expresses.",
+  "Sentiment of the phrase?",
+  "",
+  "How pleasant is this?",
+];

@@ -17,7 +17,9 @@ const chatTemplate = new Template(chatTemplateSource);
 export function pyJson(value) {
   if (value === null || typeof value !== "object") return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map(pyJson).join(", ")}]`;
-  return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pyJson(v)}`).join(", ")}}`;
+  return `{${Object.entries(value)
+    .map(([k, v]) => `${JSON.stringify(k)}: ${pyJson(v)}`)
+    .join(", ")}}`;
 }
 
 /** Renders a conversation; `vars` holds tools, tool_choice, forced_tool, response_format, ... */

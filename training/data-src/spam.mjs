@@ -15,7 +15,7 @@ function parseHeaders(block) {
   let name = null;
   for (const line of lines) {
     if (/^[ \t]/.test(line) && name) {
-      headers.set(name, headers.get(name) + " " + line.trim());
+      headers.set(name, `${headers.get(name)} ${line.trim()}`);
     } else {
       const m = /^([^:\s]+):\s?(.*)$/.exec(line);
       if (!m) continue;
@@ -80,7 +80,12 @@ function partText(headers, body, depth) {
 }
 
 const tidy = (s) =>
-  s.replace(/\r/g, "").replace(/[ \t\u00a0]+/g, " ").replace(/ *\n */g, "\n").replace(/\n{3,}/g, "\n\n").trim();
+  s
+    .replace(/\r/g, "")
+    .replace(/[ \t\u00a0]+/g, " ")
+    .replace(/ *\n */g, "\n")
+    .replace(/\n{3,}/g, "\n\n")
+    .trim();
 
 /** {from, subject, body} of one raw email. */
 export function parseEmail(raw) {
@@ -96,13 +101,13 @@ export function parseEmail(raw) {
 export function emailText(email, maxChars) {
   const head = `From: ${email.from}\nSubject: ${email.subject}\n\n`;
   const room = Math.max(0, maxChars - head.length);
-  const body = email.body.length > room ? email.body.slice(0, room).replace(/\s+\S*$/, "") + " ..." : email.body;
+  const body = email.body.length > room ? `${email.body.slice(0, room).replace(/\s+\S*$/, "")} ...` : email.body;
   return head + body;
 }
 
 export function emailObject(email, maxChars) {
   const room = Math.max(0, maxChars - email.subject.length - email.from.length - 40);
-  const body = email.body.length > room ? email.body.slice(0, room).replace(/\s+\S*$/, "") + " ..." : email.body;
+  const body = email.body.length > room ? `${email.body.slice(0, room).replace(/\s+\S*$/, "")} ...` : email.body;
   return { from: email.from, subject: email.subject, body };
 }
 
@@ -111,7 +116,9 @@ export function loadEmails(folders) {
   const out = [];
   for (const [folder, spam] of Object.entries(folders)) {
     const dir = join(DATA, folder);
-    for (const f of readdirSync(dir).filter((n) => n.endsWith(".txt")).sort()) {
+    for (const f of readdirSync(dir)
+      .filter((n) => n.endsWith(".txt"))
+      .sort()) {
       const raw = readFileSync(join(dir, f), "latin1");
       out.push({ id: `${folder}/${f}`, folder, spam, email: parseEmail(raw) });
     }

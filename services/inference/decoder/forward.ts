@@ -82,7 +82,7 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
   ];
   return {
     async run(inputs, fetch) {
-      if (fetch.output === "none" && !fetch.present) throw new Error("a forward must fetch something: output \"none\" needs present");
+      if (fetch.output === "none" && !fetch.present) throw new Error('a forward must fetch something: output "none" needs present');
       const { batch: B, seq: S, past: P } = inputs;
       const feeds: Record<string, ort.Tensor> = {
         input_ids: new ort.Tensor("int64", inputs.inputIds, [B, S]),

@@ -1,6 +1,6 @@
 import type { ForwardOutputs, KVShape } from "./forward.js";
 import { SequenceKV } from "./kv-cache.js";
-import { ReplyText, StopMatcher, withoutIncompleteTail } from "./reply-text.js";
+import { ReplyText, type StopMatcher, withoutIncompleteTail } from "./reply-text.js";
 import { bannedTokens, chooseToUnmask, readoutGuess, selectToUnmask } from "./unmask.js";
 
 export type FinishReason = "stop" | "length";
