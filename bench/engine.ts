@@ -80,7 +80,7 @@ async function generateOne(
   const stream = await engine.scheduler.generate({
     prompt,
     maxTokens,
-    threshold: engine.threshold,
+    policy: engine.policy,
     stops: new StopMatcher([]),
     decode: model.tokenizer.decode,
   });

@@ -9,7 +9,8 @@ import type { ForwardOutputs } from "./decoder/forward.js";
 import { SequenceKV } from "./decoder/kv-cache.js";
 import { ReplyText, StopMatcher, withoutIncompleteTail } from "./decoder/reply-text.js";
 import { Sequence, type DecodeModel, type StepResult } from "./decoder/sequence.js";
-import { bannedTokens, chooseToUnmask, guessAt, selectToUnmask } from "./decoder/unmask.js";
+import { buildPolicy } from "./decoder/policies/registry.js";
+import { bannedTokens, guessAt, guessWithTop } from "./decoder/unmask.js";
 
 const V = 16;
 const MASK = 15;
@@ -58,11 +59,11 @@ function step(seq: Sequence, plan: Plan): StepResult {
   return seq.applyStep(f.out, 0, f.past, f.seq);
 }
 
-function sequence(prompt: number[], maxTokens: number, options: { threshold?: number; stop?: string[]; model?: DecodeModel } = {}) {
+function sequence(prompt: number[], maxTokens: number, options: { policy?: string; stop?: string[]; model?: DecodeModel } = {}) {
   const seq = new Sequence(options.model ?? MODEL, {
     prompt,
     maxTokens,
-    threshold: options.threshold ?? 0.9,
+    policy: buildPolicy(options.policy ?? "threshold(0.9)"),
     stops: new StopMatcher(options.stop ?? []),
     decode,
   });
@@ -105,7 +106,10 @@ describe("unmasking rule", () => {
     const guesses = [guessAt(logits, 0, V, banned, 0), guessAt(logits, V, V, banned, 1)];
     expect(guesses[0]!.token).toBe(0);
     expect(guesses[0]!.confidence).toBeCloseTo(1 / ALLOWED, 12);
-    expect(chooseToUnmask(guesses, 0.9)).toEqual([guesses[0]]);
+    const seq = sequence([1, 2], 100);
+    step(seq, {});
+    expect(seq.currentBlock().masked).toEqual([false, false, false, true, true, true, true, true]);
+    expect(seq.currentBlock().tokens[2]).toBe(0);
   });
 
   it("never chooses the mask or pad token, and leaves them out of the softmax", () => {
@@ -118,32 +122,31 @@ describe("unmasking rule", () => {
     expect(g.confidence).toBeCloseTo(0.95, 6);
   });
 
-  it("the engine's early-exit selection equals the plain rule on any logits", () => {
+  it("the top-k list agrees with the greedy guess on any logits", () => {
     const vocab = 24;
     const banned = bannedTokens(vocab, [3, 7]);
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: 12 }),
-        fc.array(fc.float({ min: -20, max: 20, noNaN: true }), { minLength: 12 * vocab, maxLength: 12 * vocab }),
-        fc.constantFrom(0, 0.3, 0.5, 0.9, 0.99, 1, 1.01),
-        fc.boolean(),
-        (n, values, threshold, peaked) => {
-          const logits = Float32Array.from(values, (x, i) => (peaked && i % vocab === Math.floor(i / vocab) % 5 ? x + 15 : x));
-          const offsets = Array.from({ length: n }, (_, i) => i * vocab);
-          const indexes = offsets.map((_, i) => 2 * i + 1);
-          const plain = chooseToUnmask(
-            offsets.map((o, i) => guessAt(logits, o, vocab, banned, indexes[i]!)),
-            threshold,
-          ).map(({ index, token }) => ({ index, token }));
-          expect(selectToUnmask(logits, offsets, indexes, vocab, banned, threshold)).toEqual(plain);
+        fc.array(fc.float({ min: -20, max: 20, noNaN: true }), { minLength: vocab, maxLength: vocab }),
+        fc.integer({ min: 1, max: 6 }),
+        (values, k) => {
+          const logits = Float32Array.from(values);
+          const g = guessWithTop(logits, 0, vocab, banned, 5, k);
+          expect(g).toMatchObject(guessAt(logits, 0, vocab, banned, 5));
+          expect(g.top).toHaveLength(k);
+          expect(g.top![0]).toEqual({ token: g.token, probability: expect.closeTo(g.confidence, 9) });
+          const allowed = [...values.keys()].filter((v) => banned[v] === 0);
+          const sorted = allowed.sort((a, b) => logits[b]! - logits[a]! || a - b).slice(0, k);
+          expect(g.top!.map((t) => t.token)).toEqual(sorted);
+          for (let i = 1; i < k; i++) expect(g.top![i]!.probability).toBeLessThanOrEqual(g.top![i - 1]!.probability);
         },
       ),
-      { numRuns: 500 },
+      { numRuns: 300 },
     );
   });
 
   it("with a threshold above 1 commits exactly one position per step", () => {
-    const seq = sequence([1, 2], 100, { threshold: 1.01 });
+    const seq = sequence([1, 2], 100, { policy: "threshold(1.01)" });
     step(seq, { 2: [3, 0.999], 3: [4, 0.9999], 4: [5, 0.99] });
     expect(seq.currentBlock().masked.filter((m) => !m)).toHaveLength(3);
     expect(seq.currentBlock().tokens[3]).toBe(4);

@@ -21,7 +21,7 @@ afterAll(async () => {
   await model?.close();
 });
 
-function engineWith(threshold: number, prefillChunk?: number): { engine: ModelEngine; forwards: RecordedForward[] } {
+function engineWith(policy: string, prefillChunk?: number): { engine: ModelEngine; forwards: RecordedForward[] } {
   let forwards: RecordedForward[] = [];
   const engine = createModelEngine({
     name: "tiny",
@@ -29,7 +29,7 @@ function engineWith(threshold: number, prefillChunk?: number): { engine: ModelEn
     model,
     slots: 8,
     queue: 8,
-    threshold,
+    policy,
     ...(prefillChunk !== undefined ? { prefillChunk } : {}),
     wrapRunner: (inner) => {
       const r = recordingRunner(inner);
@@ -46,7 +46,7 @@ async function generate(engine: ModelEngine, prompt: number[], maxTokens: number
   const stream = await engine.scheduler.generate({
     prompt,
     maxTokens,
-    threshold: engine.threshold,
+    policy: engine.policy,
     stops: new StopMatcher([]),
     decode: model.tokenizer.decode,
   });
@@ -68,11 +68,11 @@ describe("KV cache", () => {
   it.each([1, 63, 64, 65, 127, 128, 129])(
     "a %i-token prompt gives exactly the tokens of recomputing every forward from scratch",
     async (length) => {
-      const { engine } = engineWith(0.9);
+      const { engine } = engineWith("threshold(0.9)");
       const prompt = promptOf(length);
       const maxTokens = 160;
       const got = await generate(engine, prompt, maxTokens);
-      const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens, threshold: 0.9 });
+      const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens, policy: engine.policy });
       expect(got.finished.tokens).toEqual(want.tokens);
       expect(got.finished.reason).toBe(want.reason);
       // One prefill forward when the prompt has a complete block, then one forward per step.
@@ -81,10 +81,10 @@ describe("KV cache", () => {
   );
 
   it("is exact over many blocks (a reply that runs to max_tokens)", async () => {
-    const { engine } = engineWith(0.9);
+    const { engine } = engineWith("threshold(0.9)");
     const prompt = model.tokenizer.encode("<|im_start|>user\n2+2=?<|im_end|>\n<|im_start|>assistant\n");
     const got = await generate(engine, prompt, 250);
-    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 250, threshold: 0.9 });
+    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 250, policy: engine.policy });
     expect(got.finished).toMatchObject({ reason: "length", completionTokens: 250 });
     expect(got.finished.tokens).toEqual(want.tokens);
     // A text event per completed block: the prompt's 22-token tail + 250 reply tokens make
@@ -93,10 +93,10 @@ describe("KV cache", () => {
   });
 
   it("prefills a long prompt in whole-block chunks and stays exact", async () => {
-    const { engine, forwards } = engineWith(0.9, 100); // rounded down to one block
+    const { engine, forwards } = engineWith("threshold(0.9)", 100); // rounded down to one block
     const prompt = promptOf(200);
     const got = await generate(engine, prompt, 80);
-    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 80, threshold: 0.9 });
+    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 80, policy: engine.policy });
     expect(got.finished.tokens).toEqual(want.tokens);
     const prefills = forwards.filter((f) => f.fetch.present && f.seq === 64 && f.past < 192).slice(0, 3);
     expect(prefills.map((f) => f.past)).toEqual([0, 64, 128]);
@@ -110,10 +110,10 @@ describe("KV cache", () => {
 
 describe("threshold", () => {
   it("above 1 commits exactly one token per step", async () => {
-    const { engine, forwards } = engineWith(1.01);
+    const { engine, forwards } = engineWith("threshold(1.01)");
     const prompt = promptOf(64);
     const got = await generate(engine, prompt, 70);
-    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 70, threshold: 1.01 });
+    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 70, policy: engine.policy });
     expect(want.committedPerStep.every((n) => n === 1)).toBe(true);
     expect(got.finished.tokens).toEqual(want.tokens);
     expect(forwards.filter((f) => f.past === 0 && f.seq === 64)).toHaveLength(1); // the prefill
@@ -122,19 +122,19 @@ describe("threshold", () => {
   });
 
   it("at 0 fills a whole block in one step", async () => {
-    const { engine } = engineWith(0);
+    const { engine } = engineWith("threshold(0)");
     const prompt = promptOf(64);
     const got = await generate(engine, prompt, 200);
-    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 200, threshold: 0 });
+    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 200, policy: engine.policy });
     expect(got.finished.tokens).toEqual(want.tokens);
     expect(want.committedPerStep.every((n) => n === 64)).toBe(true);
     expect(got.forwardPasses).toBe(1 + Math.ceil(got.finished.completionTokens / 64));
   });
 
   it("at 0.9 commits several tokens in some steps (the model is sometimes confident)", async () => {
-    const { engine } = engineWith(0.9);
+    const { engine } = engineWith("threshold(0.9)");
     const prompt = model.tokenizer.encode("<|im_start|>user\n2+2=?<|im_end|>\n<|im_start|>assistant\n");
-    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 192, threshold: 0.9 });
+    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 192, policy: engine.policy });
     expect(Math.max(...want.committedPerStep)).toBeGreaterThan(1);
   });
 });
@@ -154,7 +154,7 @@ describe("agreement with the Python reference decode", () => {
   };
 
   it("ends every reply where PyTorch does, all 8 decoded concurrently in shared batches", async () => {
-    const { engine, forwards } = engineWith(0.9);
+    const { engine, forwards } = engineWith("threshold(0.9)");
     const results = await Promise.all(
       Object.keys(PYTHON).map((p) =>
         generate(engine, model.tokenizer.encode(`<|im_start|>user\n${p}<|im_end|>\n<|im_start|>assistant\n`), 192),

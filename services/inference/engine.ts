@@ -1,5 +1,7 @@
 import type { Logger } from "../../lib/logger.js";
 import { createOrtRunner, serializeRunner, type ForwardRunner, type KVShape } from "./decoder/forward.js";
+import { buildPolicy, DEFAULT_POLICY, DEFAULT_THRESHOLD } from "./decoder/policies/registry.js";
+import type { UnmaskPolicy } from "./decoder/policies/policy.js";
 import type { DecodeModel } from "./decoder/sequence.js";
 import type { EngineMetrics } from "./metrics.js";
 import type { ModelDir } from "./model-dir.js";
@@ -7,7 +9,6 @@ import { Scheduler } from "./scheduler.js";
 
 export const DEFAULT_MAX_TOKENS = 1024;
 export const MAX_TOKENS_CAP = 8192;
-export const DEFAULT_THRESHOLD = 0.9;
 
 /** One loaded model with its slots and step loop; it may answer to several serving ids. */
 export interface ModelEngine {
@@ -19,7 +20,8 @@ export interface ModelEngine {
   /** Serialized: one forward at a time, shared by generation and Score. */
   runner: ForwardRunner;
   scheduler: Scheduler;
-  threshold: number;
+  /** The unmasking policy of this model's replies. */
+  policy: UnmaskPolicy;
   metrics: EngineMetrics | undefined;
   close(): Promise<void>;
 }
@@ -30,6 +32,9 @@ export interface ModelEngineOptions {
   model: ModelDir;
   slots: number;
   queue: number;
+  /** Unmasking policy: a spec (policies/registry.ts) or a built policy. Default `threshold`. */
+  policy?: string | UnmaskPolicy;
+  /** Confidence of `threshold` where the policy spec gives none (default 0.9). */
   threshold?: number;
   prefillChunk?: number;
   metrics?: EngineMetrics;
@@ -58,6 +63,7 @@ export function decodeModelOf(model: ModelDir): DecodeModel {
 export function createModelEngine(options: ModelEngineOptions): ModelEngine {
   const threshold = options.threshold ?? DEFAULT_THRESHOLD;
   if (!(threshold >= 0)) throw new Error("threshold must be a number >= 0");
+  const policy = typeof options.policy === "object" ? options.policy : buildPolicy(options.policy ?? DEFAULT_POLICY, { threshold });
   const ortRunner = createOrtRunner(options.model.session, kvShapeOf(options.model));
   const runner = serializeRunner(options.wrapRunner ? options.wrapRunner(ortRunner) : ortRunner);
   const decode = decodeModelOf(options.model);
@@ -79,7 +85,7 @@ export function createModelEngine(options: ModelEngineOptions): ModelEngine {
     decode,
     runner,
     scheduler,
-    threshold,
+    policy,
     metrics: options.metrics,
     close: async () => {
       await scheduler.close();

@@ -8,8 +8,13 @@ export interface EngineMetrics {
   slotsBusy: Gauge<"model">;
   requestDuration: Histogram<"model">;
   timeToFirstBlock: Histogram<"model">;
+  /** Positions committed by each denoising forward, by model and unmasking policy. */
+  committedPerForward: Histogram<"model" | "policy">;
+  /** Denoising forwards each block took (a reply's last block: until it finished), by model and policy. */
+  forwardsPerBlock: Histogram<"model" | "policy">;
 }
 
+const COUNT_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64];
 const LATENCY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
 /** Creates the metrics, or returns the ones already registered under the same names. */
@@ -65,6 +70,28 @@ export function engineMetrics(registry: Registry): EngineMetrics {
           help: "Time from a Generate request's arrival to its first committed block, by model.",
           labelNames: ["model"],
           buckets: LATENCY_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+    committedPerForward: reuse(
+      "tessera_committed_tokens_per_forward",
+      () =>
+        new Histogram({
+          name: "tessera_committed_tokens_per_forward",
+          help: "Block positions committed by one denoising forward, by model and unmasking policy.",
+          labelNames: ["model", "policy"],
+          buckets: COUNT_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+    forwardsPerBlock: reuse(
+      "tessera_forwards_per_block",
+      () =>
+        new Histogram({
+          name: "tessera_forwards_per_block",
+          help: "Denoising forwards a generation block took (a reply's last block: until it finished), by model and unmasking policy.",
+          labelNames: ["model", "policy"],
+          buckets: COUNT_BUCKETS,
           registers: [registry],
         }),
     ),

@@ -57,7 +57,7 @@ const LONG = "2+2=?";
 
 function start(engine: ModelEngine, prompt: number[], maxTokens: number, signal?: AbortSignal) {
   return engine.scheduler.generate(
-    { prompt, maxTokens, threshold: engine.threshold, stops: new StopMatcher([]), decode: model.tokenizer.decode },
+    { prompt, maxTokens, policy: engine.policy, stops: new StopMatcher([]), decode: model.tokenizer.decode },
     signal,
   );
 }

@@ -182,7 +182,10 @@ export class Scheduler {
     const inputs = this.builder.build(rows);
     let out: ForwardOutputs;
     try {
-      out = await this.options.runner.run(inputs, { present: entries.some((e) => e.seq.commitsBlock), output: "readout" });
+      out = await this.options.runner.run(inputs, {
+        present: entries.some((e) => e.seq.commitsBlock),
+        output: entries.some((e) => e.seq.wantsLogits) ? "readout+logits" : "readout",
+      });
     } catch (err) {
       this.builder.reset();
       this.options.logger?.warn({ err, model: this.options.name, rows: entries.length }, "batched forward failed; retrying row by row");
@@ -199,7 +202,10 @@ export class Scheduler {
     const builder = new BatchBuilder(model.kvShape, model.blockSize, model.padTokenId);
     const inputs = builder.build([{ kv: entry.seq.kv, tokens: entry.seq.stepTokens() }]);
     try {
-      const out = await this.options.runner.run(inputs, { present: entry.seq.commitsBlock, output: "readout" });
+      const out = await this.options.runner.run(inputs, {
+        present: entry.seq.commitsBlock,
+        output: entry.seq.wantsLogits ? "readout+logits" : "readout",
+      });
       this.countForward("denoise");
       this.apply(entry, out, 0, inputs.past, inputs.seq);
     } catch (err) {
@@ -217,6 +223,12 @@ export class Scheduler {
       this.fail(entry, err);
       return;
     }
+    const { metrics, name } = this.options;
+    const policy = entry.seq.policyName;
+    metrics?.committedPerForward.observe({ model: name, policy }, entry.seq.lastCommitted);
+    if (result.block !== undefined || result.finished !== undefined) {
+      metrics?.forwardsPerBlock.observe({ model: name, policy }, entry.seq.lastBlockSteps);
+    }
     if (!entry.sawBlock && (result.block !== undefined || result.finished !== undefined)) {
       // The first committed block, or the end of a reply shorter than one block.
       entry.sawBlock = true;
@@ -224,7 +236,6 @@ export class Scheduler {
     }
     if (result.block !== undefined) entry.channel.push({ type: "block", block: result.block });
     if (result.finished !== undefined) {
-      const { metrics, name } = this.options;
       metrics?.generatedTokens.inc({ model: name }, result.finished.completionTokens);
       metrics?.requestDuration.observe({ model: name }, this.now() - entry.arrivedAt);
       entry.channel.push({ type: "finished", finished: result.finished, forwardPasses: entry.seq.forwardPasses });

@@ -106,7 +106,7 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
       const maxTokens = effectiveMaxTokens(options?.maxTokens ?? 0, ids.length, context);
       const tokenizer = engine.model.tokenizer;
       const events = await engine.scheduler.generate(
-        { prompt: ids, maxTokens, threshold: engine.threshold, stops: new StopMatcher(stop), decode: tokenizer.decode },
+        { prompt: ids, maxTokens, policy: engine.policy, stops: new StopMatcher(stop), decode: tokenizer.decode },
         ctx.signal,
       );
 

@@ -6,7 +6,8 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ForwardFetch, ForwardInputs, ForwardOutputs, ForwardRunner, LayerKV } from "./decoder/forward.js";
-import { bannedTokens, chooseToUnmask, guessAt, readoutGuess, type Guess } from "./decoder/unmask.js";
+import { type Commit, mostConfident, type UnmaskPolicy } from "./decoder/policies/policy.js";
+import { bannedTokens, guessAt, guessWithTop, readoutGuess, type Guess } from "./decoder/unmask.js";
 import type { ModelDir } from "./model-dir.js";
 
 export const TINY_MODEL_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../test/fixtures/tiny-model");
@@ -100,13 +101,14 @@ export interface ReferenceResult {
 /**
  * Block diffusion decoding with no cache at all: every step runs the whole sequence (prompt,
  * committed blocks, the current block with its masks) from position 0. It reads the same
- * greedy readout as the engine (the model's in-graph one, else computed from the logits).
+ * greedy readout as the engine (the model's in-graph one, else computed from the logits) and
+ * asks the same unmasking policy, keeping its own history of guesses.
  */
 export async function referenceGenerate(
   model: ModelDir,
   runner: ForwardRunner,
   prompt: readonly number[],
-  options: { maxTokens: number; threshold: number },
+  options: { maxTokens: number; policy: UnmaskPolicy },
 ): Promise<ReferenceResult> {
   const c = model.config;
   const banned = bannedTokens(c.vocabSize, [c.maskTokenId, c.padTokenId]);
@@ -119,20 +121,41 @@ export async function referenceGenerate(
     const fixed = blockStart < n ? prompt.slice(blockStart) : [];
     const block = [...fixed, ...new Array<number>(length - fixed.length).fill(c.maskTokenId)];
     const masked = block.map((_, j) => j >= fixed.length);
+    const history: Guess[][] = [];
+    const policy = options.policy;
+    const topK = policy.topK ?? 1;
+    const wantsLogits = policy.needsLogits === true || topK > 1;
     for (;;) {
       const tokens = [...prompt, ...reply, ...block.slice(fixed.length)];
-      const out = await fullForward(model, runner, tokens, "readout");
+      const out = await fullForward(model, runner, tokens, wantsLogits ? "readout+logits" : "readout");
       const guesses: Guess[] = [];
       for (let j = 0; j < length; j++) {
         if (!masked[j]) continue;
         const at = blockStart + j;
+        const offset = at * c.vocabSize;
         guesses.push(
-          out.readout !== undefined ? readoutGuess(out.readout, at, j) : guessAt(out.logits!, at * c.vocabSize, c.vocabSize, banned, j),
+          out.readout !== undefined && topK === 1
+            ? readoutGuess(out.readout, at, j)
+            : topK > 1
+              ? guessWithTop(out.logits!, offset, c.vocabSize, banned, j, topK)
+              : guessAt(out.logits!, offset, c.vocabSize, banned, j),
         );
       }
-      const chosen = chooseToUnmask(guesses, options.threshold);
+      const logits = out.logits;
+      let chosen: Commit[] = policy.choose({
+        block: { tokens: [...block], masked: [...masked], replyStart: fixed.length, start: blockStart },
+        guesses,
+        history: [...history],
+        eosTokenId: c.eosTokenId,
+        ...(logits !== undefined
+          ? { logitsAt: (j: number) => logits.subarray((blockStart + j) * c.vocabSize, (blockStart + j + 1) * c.vocabSize) }
+          : {}),
+      });
+      history.push(guesses);
+      if (chosen.length === 0) chosen = [mostConfident(guesses)!];
       committedPerStep.push(chosen.length);
       for (const g of chosen) {
+        if (!masked[g.index]) throw new Error(`policy chose position ${g.index}, which is not masked`);
         block[g.index] = g.token;
         masked[g.index] = false;
       }

@@ -43,11 +43,12 @@ export interface ForwardFetch {
   /** The present key/values (a prefill or a block commit). */
   present: boolean;
   /**
-   * `logits` for Score; `readout` for denoising (falls back to logits without one); `none`
-   * for a prefill, which reads only the present key/values (so `present` must be true): the
+   * `logits` for Score; `readout` for denoising (falls back to logits without one);
+   * `readout+logits` for a denoising step whose policy reads logits (both, so the other rows
+   * of the batch still read the same readout); `none` for a prefill, which reads only the present key/values (so `present` must be true): the
    * output head is then not computed where the graph allows it (onnx-head.ts).
    */
-  output: "logits" | "readout" | "none";
+  output: "logits" | "readout" | "readout+logits" | "none";
 }
 
 /**
@@ -76,8 +77,15 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
   for (let l = 0; l < shape.layers; l++) presentNames.push(`present.${l}.key`, `present.${l}.value`);
   const hasReadout = session.outputNames.includes(READOUT_CONFIDENCE) && session.outputNames.includes(READOUT_TOKEN);
   const hasHeadSwitch = session.inputNames.includes(HEAD_SWITCH);
+  const readoutNames = hasReadout ? [READOUT_CONFIDENCE, READOUT_TOKEN] : [];
   const outputNames = (fetch: ForwardFetch) => [
-    ...(fetch.output === "none" ? [] : fetch.output === "readout" && hasReadout ? [READOUT_CONFIDENCE, READOUT_TOKEN] : ["logits"]),
+    ...(fetch.output === "none"
+      ? []
+      : fetch.output === "readout" && hasReadout
+        ? readoutNames
+        : fetch.output === "readout+logits"
+          ? [...readoutNames, "logits"]
+          : ["logits"]),
     ...(fetch.present ? presentNames : []),
   ];
   return {

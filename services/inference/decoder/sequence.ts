@@ -1,7 +1,8 @@
 import type { ForwardOutputs, KVShape } from "./forward.js";
 import { SequenceKV } from "./kv-cache.js";
+import { type Commit, type Guess, mostConfident, type StepContext, type UnmaskPolicy } from "./policies/policy.js";
 import { ReplyText, type StopMatcher, withoutIncompleteTail } from "./reply-text.js";
-import { bannedTokens, chooseToUnmask, readoutGuess, selectToUnmask } from "./unmask.js";
+import { bannedTokens, guessAt, guessWithTop, readoutGuess } from "./unmask.js";
 
 export type FinishReason = "stop" | "length";
 
@@ -20,7 +21,8 @@ export interface SequenceParams {
   prompt: readonly number[];
   /** Most reply tokens; the caller has applied the default, the cap and the context. */
   maxTokens: number;
-  threshold: number;
+  /** Which guessed positions each step commits (policies/registry.ts). */
+  policy: UnmaskPolicy;
   stops: StopMatcher;
   decode: (ids: readonly number[]) => string;
 }
@@ -52,7 +54,8 @@ export interface StepResult {
 /**
  * One reply being denoised (DESIGN.md §5). The prompt's complete blocks are prefilled into
  * the KV cache; its tail shares the first generation block and is never masked. Each step
- * the current block's masked positions are guessed and committed by the confidence rule.
+ * the current block's masked positions are guessed and the unmasking policy chooses which
+ * to commit (at least one).
  * When a block has no mask left, the next step's row is that block's 64 clean tokens
  * followed by the next block, all masked: one forward writes the clean KV and denoises.
  */
@@ -63,6 +66,10 @@ export class Sequence {
   readonly promptBlocks: number;
   forwardPasses = 0;
   done = false;
+  /** Positions committed by the last denoising step. */
+  lastCommitted = 0;
+  /** Denoising steps the last completed (or final) block took. */
+  lastBlockSteps = 0;
 
   private readonly banned: Uint8Array;
   private readonly text: ReplyText;
@@ -73,6 +80,8 @@ export class Sequence {
   private readonly replyDone: number[] = [];
   private blockIndex = 0;
   private stopCheckedUpTo = 0;
+  /** The guesses of the current block's earlier steps, for the policy. */
+  private history: Guess[][] = [];
 
   constructor(
     private readonly model: DecodeModel,
@@ -133,12 +142,17 @@ export class Sequence {
       offset += this.pendingClean.length;
       this.pendingClean = null;
     }
-    for (const g of this.choose(out, offset)) {
-      this.block[g.index] = g.token;
-      this.masked[g.index] = false;
+    const commits = this.choose(out, offset);
+    for (const c of commits) {
+      this.block[c.index] = c.token;
+      this.masked[c.index] = false;
     }
+    this.lastCommitted = commits.length;
     const finished = this.checkFinished();
-    if (finished !== undefined) return { finished };
+    if (finished !== undefined) {
+      this.lastBlockSteps = this.history.length;
+      return { finished };
+    }
 
     if (this.masked.includes(true)) return {};
     // The block is complete.
@@ -149,33 +163,80 @@ export class Sequence {
       return { block, finished: this.finish("length", this.replyDone.length) };
     }
     this.pendingClean = this.block;
+    this.lastBlockSteps = this.history.length;
     this.blockStart += blockSize;
     this.blockIndex++;
     this.openBlock([]);
     return { block };
   }
 
-  /** The confidence rule over the masked positions; `offset` is the block's first slot in the output. */
-  private choose(out: ForwardOutputs, offset: number): { index: number; token: number }[] {
-    const masked: number[] = [];
-    for (let j = 0; j < this.block.length; j++) if (this.masked[j]) masked.push(j);
-    const readout = out.readout;
-    if (readout !== undefined) {
-      return chooseToUnmask(
-        masked.map((j) => readoutGuess(readout, offset + j, j)),
-        this.params.threshold,
-      );
-    }
-    // A model without the in-graph readout: the same rule from the logits, in JS.
+  /** The unmasking policy's label (metrics). */
+  get policyName(): string {
+    return this.params.policy.name;
+  }
+
+  /** Whether the next step needs the logits rather than the greedy readout. */
+  get wantsLogits(): boolean {
+    const policy = this.params.policy;
+    return policy.needsLogits === true || (policy.topK ?? 1) > 1;
+  }
+
+  /** The policy's commits for this step; `offset` is the block's first slot in the output. */
+  private choose(out: ForwardOutputs, offset: number): Commit[] {
+    const policy = this.params.policy;
     const V = this.model.vocabSize;
-    const offsets = masked.map((j) => (offset + j) * V);
-    return selectToUnmask(out.logits!, offsets, masked, V, this.banned, this.params.threshold);
+    const topK = policy.topK ?? 1;
+    const readout = topK > 1 ? undefined : out.readout;
+    const logits = out.logits;
+    const guesses: Guess[] = [];
+    for (let j = 0; j < this.block.length; j++) {
+      if (!this.masked[j]) continue;
+      if (readout !== undefined) guesses.push(readoutGuess(readout, offset + j, j));
+      else if (logits === undefined) throw new Error("the forward returned neither the readout nor the logits");
+      else if (topK > 1) guesses.push(guessWithTop(logits, (offset + j) * V, V, this.banned, j, topK));
+      else guesses.push(guessAt(logits, (offset + j) * V, V, this.banned, j));
+    }
+    const ctx: StepContext = {
+      block: {
+        tokens: this.block,
+        masked: this.masked,
+        replyStart: Math.max(0, this.promptLength - this.blockStart),
+        start: this.blockStart,
+      },
+      guesses,
+      history: this.history,
+      eosTokenId: this.model.eosTokenId,
+      ...(logits !== undefined ? { logitsAt: (j: number) => logits.subarray((offset + j) * V, (offset + j + 1) * V) } : {}),
+    };
+    let commits = policy.choose(ctx);
+    this.history.push(guesses);
+    this.checkCommits(commits);
+    if (commits.length === 0 && guesses.length > 0) {
+      const best = mostConfident(guesses)!;
+      commits = [{ index: best.index, token: best.token }];
+    }
+    return commits;
+  }
+
+  /** A policy may only commit masked positions, each once, to a token the model may emit. */
+  private checkCommits(commits: readonly Commit[]): void {
+    const seen = new Set<number>();
+    for (const { index, token } of commits) {
+      if (!Number.isInteger(index) || index < 0 || index >= this.block.length || !this.masked[index] || seen.has(index)) {
+        throw new Error(`unmasking policy ${this.params.policy.name} chose position ${index}, which is not a masked position`);
+      }
+      if (!Number.isInteger(token) || token < 0 || token >= this.model.vocabSize || this.banned[token] !== 0) {
+        throw new Error(`unmasking policy ${this.params.policy.name} chose token ${token}, which the model may not emit`);
+      }
+      seen.add(index);
+    }
   }
 
   private openBlock(fixed: readonly number[]): void {
     const length = Math.min(this.model.blockSize, this.model.maxPositions - this.blockStart);
     this.block = new Array<number>(length).fill(this.model.maskTokenId);
     this.masked = new Array<boolean>(length).fill(true);
+    this.history = [];
     for (let j = 0; j < fixed.length; j++) {
       this.block[j] = fixed[j]!;
       this.masked[j] = false;

@@ -1,14 +1,7 @@
 import type { Readout } from "./forward.js";
+import type { Guess, TokenProbability } from "./policies/policy.js";
 
-/** The model's guess for one masked position. */
-export interface Guess {
-  /** Index of the position within its block. */
-  index: number;
-  /** The most likely allowed token (greedy). */
-  token: number;
-  /** Its probability under the softmax over the whole vocabulary. */
-  confidence: number;
-}
+export type { Guess } from "./policies/policy.js";
 
 /**
  * Tokens that are never a reply token (the mask and pad tokens), as flags by token id.
@@ -46,91 +39,23 @@ export function readoutGuess(readout: Readout, at: number, index: number): Guess
 }
 
 /**
- * The confidence-threshold rule: every guess whose confidence is at least `threshold` is
- * committed, and always at least the single most confident one (the first on ties).
+ * The guess at one position with its `k` most likely allowed tokens (`top`), from the
+ * logits; the same token and confidence as guessAt.
  */
-export function chooseToUnmask(guesses: readonly Guess[], threshold: number): Guess[] {
-  const chosen = guesses.filter((g) => g.confidence >= threshold);
-  if (chosen.length > 0 || guesses.length === 0) return chosen;
-  let best = guesses[0]!;
-  for (const g of guesses) if (g.confidence > best.confidence) best = g;
-  return [best];
-}
-
-/**
- * The same choice as `chooseToUnmask(positions.map(guessAt), threshold)`, computed with less
- * work: a position's softmax sum is a running sum of non-negative terms, so its confidence
- * (1 / sum) can only fall as terms are added. A position stops being summed as soon as it can
- * no longer reach the threshold; if no position reaches it, the sums resume (in the same
- * order, so the floats are identical) only while they can still beat the best one found.
- * `offsets[i]` is where position `indexes[i]`'s logits start.
- */
-export function selectToUnmask(
-  logits: Float32Array,
-  offsets: readonly number[],
-  indexes: readonly number[],
-  vocab: number,
-  banned: Uint8Array,
-  threshold: number,
-): { index: number; token: number }[] {
-  const n = offsets.length;
-  const max = new Float64Array(n);
-  const token = new Int32Array(n);
-  const sum = new Float64Array(n);
-  const next = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    const offset = offsets[i]!;
-    let m = -Infinity;
-    let best = -1;
-    for (let v = 0; v < vocab; v++) {
-      const x = logits[offset + v]!;
-      if (x > m && banned[v] === 0) {
-        m = x;
-        best = v;
-      }
-    }
-    max[i] = m;
-    token[i] = best;
+export function guessWithTop(logits: Float32Array, offset: number, vocab: number, banned: Uint8Array, index: number, k: number): Guess {
+  const guess = guessAt(logits, offset, vocab, banned, index);
+  const max = logits[offset + guess.token]!;
+  const top: TokenProbability[] = [];
+  // Insertion into a short sorted list: k is small, the vocabulary is scanned once.
+  for (let v = 0; v < vocab; v++) {
+    if (banned[v] !== 0) continue;
+    const x = logits[offset + v]!;
+    if (top.length === k && x <= top[k - 1]!.probability) continue;
+    let at = top.length;
+    while (at > 0 && top[at - 1]!.probability < x) at--;
+    top.splice(at, 0, { token: v, probability: x });
+    if (top.length > k) top.pop();
   }
-
-  const chosen: { index: number; token: number }[] = [];
-  for (let i = 0; i < n; i++) {
-    const offset = offsets[i]!;
-    const m = max[i]!;
-    let s = 0;
-    let v = 0;
-    for (; v < vocab; v++) {
-      if (banned[v] !== 0) continue;
-      s += Math.exp(logits[offset + v]! - m);
-      if (1 / s < threshold) {
-        v++;
-        break;
-      }
-    }
-    sum[i] = s;
-    next[i] = v;
-    if (v >= vocab && 1 / s >= threshold) chosen.push({ index: indexes[i]!, token: token[i]! });
-  }
-  if (chosen.length > 0 || n === 0) return chosen;
-
-  // None reached the threshold: the most confident one (the first on ties).
-  let best = -1;
-  let bestConfidence = -Infinity;
-  for (let i = 0; i < n; i++) {
-    const offset = offsets[i]!;
-    const m = max[i]!;
-    let s = sum[i]!;
-    let v = next[i]!;
-    if (1 / s <= bestConfidence) continue;
-    for (; v < vocab; v++) {
-      if (banned[v] !== 0) continue;
-      s += Math.exp(logits[offset + v]! - m);
-      if (1 / s <= bestConfidence) break;
-    }
-    if (v >= vocab && 1 / s > bestConfidence) {
-      bestConfidence = 1 / s;
-      best = i;
-    }
-  }
-  return [{ index: indexes[best]!, token: token[best]! }];
+  for (const t of top) t.probability = Math.exp(t.probability - max) * guess.confidence;
+  return { ...guess, top };
 }

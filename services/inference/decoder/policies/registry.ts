@@ -1,0 +1,153 @@
+import type { UnmaskPolicy } from "./policy.js";
+import { withProgress } from "./progress.js";
+import { sequentialRule } from "./sequential.js";
+import { thresholdRule } from "./threshold.js";
+
+/**
+ * The unmasking-policy registry. A policy is named by a spec: components joined by `+`, each
+ * `name` or `name(knobs)`, knobs comma-separated, the first one positional (the component's
+ * main knob) or any as `key=value`:
+ *
+ *   threshold(0.9)                  sequential
+ *
+ * Rules (threshold, sequential) each choose positions; a step commits the union of their
+ * choices, and the most confident guess when that is empty.
+ */
+export const DEFAULT_POLICY = "threshold";
+export const DEFAULT_THRESHOLD = 0.9;
+
+interface Knob {
+  min: number;
+  max: number;
+  integer?: boolean;
+  /** Default; a function of the build defaults where the server setting gives it. */
+  fallback: number | ((defaults: PolicyDefaults) => number);
+}
+
+interface ComponentDef {
+  kind: "rule";
+  /** Knobs in positional order (the first is the main knob). */
+  knobs: Record<string, Knob>;
+  build(knobs: Record<string, number>): UnmaskPolicy;
+  help: string;
+}
+
+const COMPONENTS: Record<string, ComponentDef> = {
+  threshold: {
+    kind: "rule",
+    knobs: { confidence: { min: 0, max: 1.01, fallback: (d) => d.threshold } },
+    build: (k) => thresholdRule(k.confidence!),
+    help: "threshold(confidence): every guess at or above the confidence commits",
+  },
+  sequential: {
+    kind: "rule",
+    knobs: {},
+    build: () => sequentialRule(),
+    help: "sequential: one position per step, the most confident (the quality reference)",
+  },
+};
+
+export interface PolicyDefaults {
+  /** Confidence of `threshold` where the spec gives none (TESSERA_UNMASK_THRESHOLD). */
+  threshold: number;
+}
+
+export interface ParsedComponent {
+  name: string;
+  knobs: Record<string, number>;
+}
+
+/** Parses and checks a spec; throws an Error naming what is wrong. */
+export function parsePolicySpec(spec: string, defaults: PolicyDefaults = { threshold: DEFAULT_THRESHOLD }): ParsedComponent[] {
+  const text = spec.replace(/\s+/g, "");
+  if (text === "") throw new Error("unmasking policy: empty spec");
+  const parts = splitTop(text);
+  const seen = new Set<string>();
+  return parts.map((part) => {
+    const m = /^([a-z-]+)(?:\((.*)\))?$/.exec(part);
+    if (m === null) throw new Error(`unmasking policy: cannot read "${part}" (expected name or name(knobs))`);
+    const name = m[1]!;
+    const def = COMPONENTS[name];
+    if (def === undefined) throw new Error(`unmasking policy: unknown "${name}" (known: ${Object.keys(COMPONENTS).join(", ")})`);
+    if (seen.has(name)) throw new Error(`unmasking policy: "${name}" given twice`);
+    seen.add(name);
+    const names = Object.keys(def.knobs);
+    const given: Record<string, number> = {};
+    const args = m[2] === undefined || m[2] === "" ? [] : m[2].split(",");
+    args.forEach((arg, i) => {
+      const eq = arg.indexOf("=");
+      const key = eq >= 0 ? arg.slice(0, eq) : names[i];
+      const raw = eq >= 0 ? arg.slice(eq + 1) : arg;
+      if (key === undefined || def.knobs[key] === undefined) {
+        throw new Error(
+          `unmasking policy: ${name} has no knob ${eq >= 0 ? `"${key}"` : `at position ${i + 1}`} (knobs: ${names.join(", ") || "none"})`,
+        );
+      }
+      if (key in given) throw new Error(`unmasking policy: ${name}.${key} given twice`);
+      given[key] = knobValue(name, key, raw, def.knobs[key]!);
+    });
+    const knobs: Record<string, number> = {};
+    for (const [key, knob] of Object.entries(def.knobs)) {
+      knobs[key] = given[key] ?? (typeof knob.fallback === "function" ? knob.fallback(defaults) : knob.fallback);
+    }
+    return { name, knobs };
+  });
+}
+
+/** Builds the policy a spec names (see parsePolicySpec). */
+export function buildPolicy(spec: string, defaults?: PolicyDefaults): UnmaskPolicy {
+  const components = parsePolicySpec(spec, defaults);
+  const rules = components.map((c) => COMPONENTS[c.name]!.build(c.knobs));
+  const policy = withProgress(rules);
+  return { ...policy, name: canonicalSpec(components) };
+}
+
+/** The spec with every knob spelled out, in a fixed order: a stable label. */
+export function canonicalSpec(components: readonly ParsedComponent[]): string {
+  return components
+    .map((c) => {
+      const knobs = Object.entries(c.knobs).map(([k, v]) => `${k}=${v}`);
+      return knobs.length === 0 ? c.name : `${c.name}(${knobs.join(",")})`;
+    })
+    .join("+");
+}
+
+/** One line per component, for --help and errors. */
+export function policyHelp(): string[] {
+  return Object.values(COMPONENTS).map((c) => c.help);
+}
+
+function knobValue(component: string, key: string, raw: string, knob: Knob): number {
+  const value = Number(raw);
+  if (
+    raw === "" ||
+    !Number.isFinite(value) ||
+    value < knob.min ||
+    value > knob.max ||
+    (knob.integer === true && !Number.isInteger(value))
+  ) {
+    throw new Error(
+      `unmasking policy: ${component}.${key} must be ${knob.integer === true ? "an integer" : "a number"} in [${knob.min}, ${knob.max}], got "${raw}"`,
+    );
+  }
+  return value;
+}
+
+/** Splits at `+` outside parentheses. */
+function splitTop(text: string): string[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let from = 0;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i];
+    if (ch === "(") depth++;
+    else if (ch === ")") depth--;
+    else if (ch === "+" && depth === 0) {
+      parts.push(text.slice(from, i));
+      from = i + 1;
+    }
+  }
+  parts.push(text.slice(from));
+  if (parts.some((p) => p === "")) throw new Error(`unmasking policy: empty component in "${text}"`);
+  return parts;
+}
