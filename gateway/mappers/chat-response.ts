@@ -7,6 +7,7 @@ import {
   type GenerateStarted,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import type { SseWriter } from "../sse.js";
+import { denoisingOf, type DenoisingStep } from "./denoising.js";
 
 /**
  * Inference Generate events → OpenAI chat.completion (JSON) and chat.completion.chunk (SSE)
@@ -65,6 +66,8 @@ export interface ChatCompletionChunk {
     logprobs: null;
   }[];
   usage?: CompletionUsage;
+  /** Only with `stream_options.include_denoising`, on a chunk of its own (`choices: []`). */
+  denoising?: DenoisingStep;
 }
 
 /** What every object of one completion shares. */
@@ -230,6 +233,8 @@ export function createChunkBuilder(meta: CompletionMeta): ChunkBuilder {
           if (delta.tool_calls !== undefined) sawToolCall = true;
           return [...roleChunk(), chunk(delta)];
         }
+        case "step":
+          return [{ ...chunk({}), choices: [], denoising: denoisingOf(event.value) }];
         case "finished": {
           const final = usageOf(event.value, undefined);
           if (final.prompt_tokens === 0) {

@@ -109,6 +109,9 @@ function readRequest(body: unknown, defaults: ChatDefaults) {
   const stream = optionalBoolean(body, "stream", "stream") ?? false;
   const streamOptions = optionalObject(body["stream_options"], "stream_options");
   const includeUsage = streamOptions ? (optionalBoolean(streamOptions, "include_usage", "stream_options.include_usage") ?? false) : false;
+  // Tessera's extension: a `denoising` chunk per forward (README, "Live denoising"); only a stream carries it.
+  const includeDenoising =
+    stream && streamOptions ? (optionalBoolean(streamOptions, "include_denoising", "stream_options.include_denoising") ?? false) : false;
 
   const maxTokens = readMaxTokens(body, defaults);
   const stop = readStop(body["stop"]);
@@ -130,6 +133,7 @@ function readRequest(body: unknown, defaults: ChatDefaults) {
       responseFormat,
       enableThinking,
       toolChoice,
+      includeDenoising,
     },
   });
   return { request, stream, includeUsage };

@@ -2,12 +2,16 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "../../lib/logger.js";
 import { BatchBuilder, type BatchRow } from "./decoder/batch.js";
 import type { ForwardOutputs, ForwardRunner } from "./decoder/forward.js";
+import { DenoiseTrace, type DenoiseStep } from "./decoder/denoise-trace.js";
 import { Sequence, type BlockText, type DecodeModel, type Finished, type SequenceParams } from "./decoder/sequence.js";
 import { EventChannel } from "./event-channel.js";
 import type { EngineMetrics } from "./metrics.js";
 import { canceled, SlotPool } from "./slots.js";
 
-export type GenerationEvent = { type: "block"; block: BlockText } | { type: "finished"; finished: Finished; forwardPasses: number };
+export type GenerationEvent =
+  | { type: "block"; block: BlockText }
+  | { type: "step"; step: DenoiseStep }
+  | { type: "finished"; finished: Finished; forwardPasses: number };
 
 export interface SchedulerOptions {
   /** Model label for metrics and messages. */
@@ -34,6 +38,8 @@ interface Entry {
   arrivedAt: number;
   admittedAt: number;
   sawBlock: boolean;
+  /** Set when the caller asked for a `step` event after every denoising forward. */
+  trace: DenoiseTrace | undefined;
   detach: () => void;
 }
 
@@ -69,9 +75,10 @@ export class Scheduler {
   /**
    * Waits for a slot (or refuses: Overloaded), then starts decoding. The events end with
    * `finished`; the iteration throws Unavailable if the model failed on this sequence and
-   * Canceled if `signal` aborted. Leaving the iteration early cancels the sequence.
+   * Canceled if `signal` aborted. Leaving the iteration early cancels the sequence. With
+   * `denoising`, each denoising forward also yields a `step` event (before that forward's block).
    */
-  async generate(params: SequenceParams, signal?: AbortSignal): Promise<AsyncIterable<GenerationEvent>> {
+  async generate(params: SequenceParams, signal?: AbortSignal, denoising = false): Promise<AsyncIterable<GenerationEvent>> {
     const arrivedAt = this.now();
     if (this.closed) throw shuttingDown(this.options.name);
     await this.slots.acquire(signal);
@@ -91,6 +98,7 @@ export class Scheduler {
         arrivedAt,
         admittedAt: this.now(),
         sawBlock: false,
+        trace: denoising ? new DenoiseTrace(seq, this.options.model.blockSize) : undefined,
         detach: () => signal?.removeEventListener("abort", cancel),
       };
     } catch (err) {
@@ -218,7 +226,9 @@ export class Scheduler {
     entry.seq.forwardPasses++;
     let result;
     try {
+      const before = entry.trace?.before();
       result = entry.seq.applyStep(out, row, past, seq);
+      if (before !== undefined) entry.channel.push({ type: "step", step: entry.trace!.after(before) });
     } catch (err) {
       this.fail(entry, err);
       return;

@@ -18,6 +18,7 @@ import { buildChatPrompt, type ChatInput } from "./chat-prompt.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
 import type { ModelPool } from "./model-pool.js";
+import { stepEvent } from "./denoise-event.js";
 import { createReplyParser, type ReplyDelta } from "./reply-parser.js";
 import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate } from "./required-tool.js";
 import { scoreSuffixes } from "./score.js";
@@ -108,6 +109,7 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
       const events = await engine.scheduler.generate(
         { prompt: ids, maxTokens, policy: engine.policy, stops: new StopMatcher(stop), decode: tokenizer.decode },
         ctx.signal,
+        options?.includeDenoising ?? false,
       );
 
       // Whatever ends this handler (the client leaving, an error) also ends the sequence.
@@ -122,6 +124,10 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
           const next = await iterator.next();
           if (next.done === true) return;
           const event = next.value;
+          if (event.type === "step") {
+            yield create(GenerateResponseSchema, { event: { case: "step", value: stepEvent(event.step, tokenizer.decode) } });
+            continue;
+          }
           if (event.type === "block") {
             const delta = deltaOf(parser.push(event.block.text), event.block.blockIndex);
             if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });

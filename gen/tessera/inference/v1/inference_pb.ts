@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file tessera/inference/v1/inference.proto.
  */
 export const file_tessera_inference_v1_inference: GenFile = /*@__PURE__*/
-  fileDesc("CiR0ZXNzZXJhL2luZmVyZW5jZS92MS9pbmZlcmVuY2UucHJvdG8SFHRlc3NlcmEuaW5mZXJlbmNlLnYxIicKCEltYWdlVXJsEgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiWgoLQ29udGVudFBhcnQSDgoEdGV4dBgBIAEoCUgAEjMKCWltYWdlX3VybBgCIAEoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkltYWdlVXJsSABCBgoEcGFydCI3CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSLWAQoLQ2hhdE1lc3NhZ2USKAoEcm9sZRgBIAEoDjIaLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJvbGUSMgoHY29udGVudBgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbnRlbnRQYXJ0EgwKBG5hbWUYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglyZWFzb25pbmcYBiABKAkiYAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJlCgpUb29sQ2hvaWNlEjQKBG1vZGUYASABKA4yJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlTW9kZUgAEhcKDWZ1bmN0aW9uX25hbWUYAiABKAlIAEIICgZjaG9pY2UidgoOUmVzcG9uc2VGb3JtYXQSNgoEdHlwZRgBIAEoDjIoLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJlc3BvbnNlRm9ybWF0VHlwZRIsCgtqc29uX3NjaGVtYRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QixAEKEUdlbmVyYXRpb25PcHRpb25zEhIKCm1heF90b2tlbnMYASABKA0SDAoEc3RvcBgCIAMoCRI9Cg9yZXNwb25zZV9mb3JtYXQYAyABKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5SZXNwb25zZUZvcm1hdBIXCg9lbmFibGVfdGhpbmtpbmcYBCABKAgSNQoLdG9vbF9jaG9pY2UYBSABKAsyIC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlItgBCg9HZW5lcmF0ZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIzCghtZXNzYWdlcxgDIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNoYXRNZXNzYWdlEjMKBXRvb2xzGAQgAygLMiQudGVzc2VyYS5pbmZlcmVuY2UudjEuVG9vbERlZmluaXRpb24SOAoHb3B0aW9ucxgFIAEoCzInLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRpb25PcHRpb25zIk8KBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SGQoRY29tcGxldGlvbl90b2tlbnMYAiABKA0SFAoMdG90YWxfdG9rZW5zGAMgASgNIkoKD0dlbmVyYXRlU3RhcnRlZBINCgVtb2RlbBgBIAEoCRIVCg1wcm9tcHRfdG9rZW5zGAIgASgNEhEKCXdvcmtlcl9pZBgDIAEoCSJLCg1Ub29sQ2FsbERlbHRhEg0KBWluZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJIoEBCg1HZW5lcmF0ZURlbHRhEg8KB2NvbnRlbnQYASABKAkSEQoJcmVhc29uaW5nGAIgASgJEjcKCnRvb2xfY2FsbHMYAyADKAsyIy50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2FsbERlbHRhEhMKC2Jsb2NrX2luZGV4GAQgASgNIpEBChBHZW5lcmF0ZUZpbmlzaGVkEjkKDWZpbmlzaF9yZWFzb24YASABKA4yIi50ZXNzZXJhLmluZmVyZW5jZS52MS5GaW5pc2hSZWFzb24SKgoFdXNhZ2UYAiABKAsyGy50ZXNzZXJhLmluZmVyZW5jZS52MS5Vc2FnZRIWCg5mb3J3YXJkX3Bhc3NlcxgDIAEoDSLHAQoQR2VuZXJhdGVSZXNwb25zZRI4CgdzdGFydGVkGAEgASgLMiUudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVTdGFydGVkSAASNAoFZGVsdGEYAiABKAsyIy50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZURlbHRhSAASOgoIZmluaXNoZWQYAyABKAsyJi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZUZpbmlzaGVkSABCBwoFZXZlbnQiKwoLU2NvcmVTdWZmaXgSDAoEdGV4dBgBIAEoCRIOCgZsYWJlbHMYAiADKAkidgoMU2NvcmVSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSDgoGcHJlZml4GAMgASgJEjMKCHN1ZmZpeGVzGAQgAygLMiEudGVzc2VyYS5pbmZlcmVuY2UudjEuU2NvcmVTdWZmaXgiNQoMU3VmZml4U2NvcmVzEg4KBmxvZ2l0cxgBIAMoARIVCg1zdWZmaXhfdG9rZW5zGAIgASgNInEKDVNjb3JlUmVzcG9uc2USMwoHcmVzdWx0cxgBIAMoCzIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlN1ZmZpeFNjb3JlcxIVCg1wcmVmaXhfdG9rZW5zGAIgASgNEhQKDGlucHV0X3Rva2VucxgDIAEoDSLVAQoSQ291bnRUb2tlbnNSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEjMKCG1lc3NhZ2VzGAIgAygLMiEudGVzc2VyYS5pbmZlcmVuY2UudjEuQ2hhdE1lc3NhZ2USMwoFdG9vbHMYAyADKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sRGVmaW5pdGlvbhI4CgdvcHRpb25zGAQgASgLMicudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGlvbk9wdGlvbnMSDAoEdGV4dBgFIAEoCSIlChNDb3VudFRva2Vuc1Jlc3BvbnNlEg4KBnRva2VucxgBIAEoDSIkChNHZXRNb2RlbEluZm9SZXF1ZXN0Eg0KBW1vZGVsGAEgASgJIvABChRHZXRNb2RlbEluZm9SZXNwb25zZRINCgVtb2RlbBgBIAEoCRIVCg1tYXhfcG9zaXRpb25zGAIgASgNEhIKCmJsb2NrX3NpemUYAyABKA0SFwoPc3VwcG9ydHNfaW1hZ2VzGAQgASgIEhYKDnN1cHBvcnRzX3Rvb2xzGAUgASgIEhkKEXN1cHBvcnRzX3RoaW5raW5nGAYgASgIEikKCGRlY2lzaW9uGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtzbG90c190b3RhbBgIIAEoDRISCgpzbG90c19mcmVlGAkgASgNIikKCk92ZXJsb2FkZWQSGwoTcmV0cnlfYWZ0ZXJfc2Vjb25kcxgBIAEoDSpfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIPCgtST0xFX1NZU1RFTRABEg0KCVJPTEVfVVNFUhACEhIKDlJPTEVfQVNTSVNUQU5UEAMSDQoJUk9MRV9UT09MEAQqhwEKDlRvb2xDaG9pY2VNb2RlEiAKHFRPT0xfQ0hPSUNFX01PREVfVU5TUEVDSUZJRUQQABIZChVUT09MX0NIT0lDRV9NT0RFX0FVVE8QARIZChVUT09MX0NIT0lDRV9NT0RFX05PTkUQAhIdChlUT09MX0NIT0lDRV9NT0RFX1JFUVVJUkVEEAMqpQEKElJlc3BvbnNlRm9ybWF0VHlwZRIkCiBSRVNQT05TRV9GT1JNQVRfVFlQRV9VTlNQRUNJRklFRBAAEh0KGVJFU1BPTlNFX0ZPUk1BVF9UWVBFX1RFWFQQARIkCiBSRVNQT05TRV9GT1JNQVRfVFlQRV9KU09OX09CSkVDVBACEiQKIFJFU1BPTlNFX0ZPUk1BVF9UWVBFX0pTT05fU0NIRU1BEAMqfQoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhwKGEZJTklTSF9SRUFTT05fVE9PTF9DQUxMUxADMowDChBJbmZlcmVuY2VTZXJ2aWNlElsKCEdlbmVyYXRlEiUudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVSZXF1ZXN0GiYudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVSZXNwb25zZTABElAKBVNjb3JlEiIudGVzc2VyYS5pbmZlcmVuY2UudjEuU2NvcmVSZXF1ZXN0GiMudGVzc2VyYS5pbmZlcmVuY2UudjEuU2NvcmVSZXNwb25zZRJiCgtDb3VudFRva2VucxIoLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvdW50VG9rZW5zUmVxdWVzdBopLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvdW50VG9rZW5zUmVzcG9uc2USZQoMR2V0TW9kZWxJbmZvEikudGVzc2VyYS5pbmZlcmVuY2UudjEuR2V0TW9kZWxJbmZvUmVxdWVzdBoqLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdldE1vZGVsSW5mb1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("CiR0ZXNzZXJhL2luZmVyZW5jZS92MS9pbmZlcmVuY2UucHJvdG8SFHRlc3NlcmEuaW5mZXJlbmNlLnYxIicKCEltYWdlVXJsEgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiWgoLQ29udGVudFBhcnQSDgoEdGV4dBgBIAEoCUgAEjMKCWltYWdlX3VybBgCIAEoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkltYWdlVXJsSABCBgoEcGFydCI3CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSLWAQoLQ2hhdE1lc3NhZ2USKAoEcm9sZRgBIAEoDjIaLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJvbGUSMgoHY29udGVudBgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbnRlbnRQYXJ0EgwKBG5hbWUYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglyZWFzb25pbmcYBiABKAkiYAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJlCgpUb29sQ2hvaWNlEjQKBG1vZGUYASABKA4yJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlTW9kZUgAEhcKDWZ1bmN0aW9uX25hbWUYAiABKAlIAEIICgZjaG9pY2UidgoOUmVzcG9uc2VGb3JtYXQSNgoEdHlwZRgBIAEoDjIoLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJlc3BvbnNlRm9ybWF0VHlwZRIsCgtqc29uX3NjaGVtYRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3Qi3wEKEUdlbmVyYXRpb25PcHRpb25zEhIKCm1heF90b2tlbnMYASABKA0SDAoEc3RvcBgCIAMoCRI9Cg9yZXNwb25zZV9mb3JtYXQYAyABKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5SZXNwb25zZUZvcm1hdBIXCg9lbmFibGVfdGhpbmtpbmcYBCABKAgSNQoLdG9vbF9jaG9pY2UYBSABKAsyIC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlEhkKEWluY2x1ZGVfZGVub2lzaW5nGAYgASgIItgBCg9HZW5lcmF0ZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIzCghtZXNzYWdlcxgDIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNoYXRNZXNzYWdlEjMKBXRvb2xzGAQgAygLMiQudGVzc2VyYS5pbmZlcmVuY2UudjEuVG9vbERlZmluaXRpb24SOAoHb3B0aW9ucxgFIAEoCzInLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRpb25PcHRpb25zIk8KBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SGQoRY29tcGxldGlvbl90b2tlbnMYAiABKA0SFAoMdG90YWxfdG9rZW5zGAMgASgNIkoKD0dlbmVyYXRlU3RhcnRlZBINCgVtb2RlbBgBIAEoCRIVCg1wcm9tcHRfdG9rZW5zGAIgASgNEhEKCXdvcmtlcl9pZBgDIAEoCSJLCg1Ub29sQ2FsbERlbHRhEg0KBWluZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJIoEBCg1HZW5lcmF0ZURlbHRhEg8KB2NvbnRlbnQYASABKAkSEQoJcmVhc29uaW5nGAIgASgJEjcKCnRvb2xfY2FsbHMYAyADKAsyIy50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2FsbERlbHRhEhMKC2Jsb2NrX2luZGV4GAQgASgNIpEBChBHZW5lcmF0ZUZpbmlzaGVkEjkKDWZpbmlzaF9yZWFzb24YASABKA4yIi50ZXNzZXJhLmluZmVyZW5jZS52MS5GaW5pc2hSZWFzb24SKgoFdXNhZ2UYAiABKAsyGy50ZXNzZXJhLmluZmVyZW5jZS52MS5Vc2FnZRIWCg5mb3J3YXJkX3Bhc3NlcxgDIAEoDSJCCg5Db21taXR0ZWRUb2tlbhIQCghwb3NpdGlvbhgBIAEoDRIQCgh0b2tlbl9pZBgCIAEoDRIMCgR0ZXh0GAMgASgJIqMBCgxHZW5lcmF0ZVN0ZXASEwoLYmxvY2tfaW5kZXgYASABKA0SDAoEc3RlcBgCIAEoDRISCgpibG9ja19zaXplGAMgASgNEhMKC3JlcGx5X3N0YXJ0GAQgASgNEjcKCWNvbW1pdHRlZBgFIAMoCzIkLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbW1pdHRlZFRva2VuEg4KBm1hc2tlZBgGIAEoDSL7AQoQR2VuZXJhdGVSZXNwb25zZRI4CgdzdGFydGVkGAEgASgLMiUudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVTdGFydGVkSAASNAoFZGVsdGEYAiABKAsyIy50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZURlbHRhSAASOgoIZmluaXNoZWQYAyABKAsyJi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZUZpbmlzaGVkSAASMgoEc3RlcBgEIAEoCzIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlU3RlcEgAQgcKBWV2ZW50IisKC1Njb3JlU3VmZml4EgwKBHRleHQYASABKAkSDgoGbGFiZWxzGAIgAygJInYKDFNjb3JlUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEg4KBnByZWZpeBgDIAEoCRIzCghzdWZmaXhlcxgEIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlU3VmZml4IjUKDFN1ZmZpeFNjb3JlcxIOCgZsb2dpdHMYASADKAESFQoNc3VmZml4X3Rva2VucxgCIAEoDSJxCg1TY29yZVJlc3BvbnNlEjMKB3Jlc3VsdHMYASADKAsyIi50ZXNzZXJhLmluZmVyZW5jZS52MS5TdWZmaXhTY29yZXMSFQoNcHJlZml4X3Rva2VucxgCIAEoDRIUCgxpbnB1dF90b2tlbnMYAyABKA0i1QEKEkNvdW50VG9rZW5zUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIzCghtZXNzYWdlcxgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNoYXRNZXNzYWdlEjMKBXRvb2xzGAMgAygLMiQudGVzc2VyYS5pbmZlcmVuY2UudjEuVG9vbERlZmluaXRpb24SOAoHb3B0aW9ucxgEIAEoCzInLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRpb25PcHRpb25zEgwKBHRleHQYBSABKAkiJQoTQ291bnRUb2tlbnNSZXNwb25zZRIOCgZ0b2tlbnMYASABKA0iJAoTR2V0TW9kZWxJbmZvUmVxdWVzdBINCgVtb2RlbBgBIAEoCSLwAQoUR2V0TW9kZWxJbmZvUmVzcG9uc2USDQoFbW9kZWwYASABKAkSFQoNbWF4X3Bvc2l0aW9ucxgCIAEoDRISCgpibG9ja19zaXplGAMgASgNEhcKD3N1cHBvcnRzX2ltYWdlcxgEIAEoCBIWCg5zdXBwb3J0c190b29scxgFIAEoCBIZChFzdXBwb3J0c190aGlua2luZxgGIAEoCBIpCghkZWNpc2lvbhgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEwoLc2xvdHNfdG90YWwYCCABKA0SEgoKc2xvdHNfZnJlZRgJIAEoDSIpCgpPdmVybG9hZGVkEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYASABKA0qXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9TWVNURU0QARINCglST0xFX1VTRVIQAhISCg5ST0xFX0FTU0lTVEFOVBADEg0KCVJPTEVfVE9PTBAEKocBCg5Ub29sQ2hvaWNlTW9kZRIgChxUT09MX0NIT0lDRV9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVVE9PTF9DSE9JQ0VfTU9ERV9BVVRPEAESGQoVVE9PTF9DSE9JQ0VfTU9ERV9OT05FEAISHQoZVE9PTF9DSE9JQ0VfTU9ERV9SRVFVSVJFRBADKqUBChJSZXNwb25zZUZvcm1hdFR5cGUSJAogUkVTUE9OU0VfRk9STUFUX1RZUEVfVU5TUEVDSUZJRUQQABIdChlSRVNQT05TRV9GT1JNQVRfVFlQRV9URVhUEAESJAogUkVTUE9OU0VfRk9STUFUX1RZUEVfSlNPTl9PQkpFQ1QQAhIkCiBSRVNQT05TRV9GT1JNQVRfVFlQRV9KU09OX1NDSEVNQRADKn0KDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIcChhGSU5JU0hfUkVBU09OX1RPT0xfQ0FMTFMQAzKMAwoQSW5mZXJlbmNlU2VydmljZRJbCghHZW5lcmF0ZRIlLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlUmVxdWVzdBomLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlUmVzcG9uc2UwARJQCgVTY29yZRIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlUmVxdWVzdBojLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlUmVzcG9uc2USYgoLQ291bnRUb2tlbnMSKC50ZXNzZXJhLmluZmVyZW5jZS52MS5Db3VudFRva2Vuc1JlcXVlc3QaKS50ZXNzZXJhLmluZmVyZW5jZS52MS5Db3VudFRva2Vuc1Jlc3BvbnNlEmUKDEdldE1vZGVsSW5mbxIpLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdldE1vZGVsSW5mb1JlcXVlc3QaKi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZXRNb2RlbEluZm9SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * ImageUrl is an image given by URL, in the OpenAI shape. Only `data:` URLs are ever read.
@@ -309,6 +309,14 @@ export type GenerationOptions = Message<"tessera.inference.v1.GenerationOptions"
    * @generated from field: tessera.inference.v1.ToolChoice tool_choice = 5;
    */
   toolChoice?: ToolChoice | undefined;
+
+  /**
+   * include_denoising asks Generate for a GenerateStep event after every denoising forward
+   * (the playground's live view). Off: no step events are sent.
+   *
+   * @generated from field: bool include_denoising = 6;
+   */
+  includeDenoising: boolean;
 };
 
 /**
@@ -557,13 +565,106 @@ export const GenerateFinishedSchema: GenMessage<GenerateFinished> = /*@__PURE__*
   messageDesc(file_tessera_inference_v1_inference, 13);
 
 /**
+ * CommittedToken is one position of the current block committed by a denoising forward.
+ *
+ * @generated from message tessera.inference.v1.CommittedToken
+ */
+export type CommittedToken = Message<"tessera.inference.v1.CommittedToken"> & {
+  /**
+   * position is the position within the block, from 0.
+   *
+   * @generated from field: uint32 position = 1;
+   */
+  position: number;
+
+  /**
+   * token_id is the committed token.
+   *
+   * @generated from field: uint32 token_id = 2;
+   */
+  tokenId: number;
+
+  /**
+   * text is the token decoded on its own (special tokens kept as text).
+   *
+   * @generated from field: string text = 3;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message tessera.inference.v1.CommittedToken.
+ * Use `create(CommittedTokenSchema)` to create a new message.
+ */
+export const CommittedTokenSchema: GenMessage<CommittedToken> = /*@__PURE__*/
+  messageDesc(file_tessera_inference_v1_inference, 14);
+
+/**
+ * GenerateStep is one denoising forward of the current block, sent only when the request's
+ * options set include_denoising.
+ *
+ * @generated from message tessera.inference.v1.GenerateStep
+ */
+export type GenerateStep = Message<"tessera.inference.v1.GenerateStep"> & {
+  /**
+   * block_index is the generation block being denoised, from 0.
+   *
+   * @generated from field: uint32 block_index = 1;
+   */
+  blockIndex: number;
+
+  /**
+   * step is the number of this forward within the block, from 1.
+   *
+   * @generated from field: uint32 step = 2;
+   */
+  step: number;
+
+  /**
+   * block_size is the number of positions of the block (64; fewer at the end of the context).
+   *
+   * @generated from field: uint32 block_size = 3;
+   */
+  blockSize: number;
+
+  /**
+   * reply_start is the block's first reply position: positions before it hold the prompt's
+   * tail and are never masked.
+   *
+   * @generated from field: uint32 reply_start = 4;
+   */
+  replyStart: number;
+
+  /**
+   * committed are the positions this forward committed, in position order.
+   *
+   * @generated from field: repeated tessera.inference.v1.CommittedToken committed = 5;
+   */
+  committed: CommittedToken[];
+
+  /**
+   * masked is the number of positions of the block still masked after this forward.
+   *
+   * @generated from field: uint32 masked = 6;
+   */
+  masked: number;
+};
+
+/**
+ * Describes the message tessera.inference.v1.GenerateStep.
+ * Use `create(GenerateStepSchema)` to create a new message.
+ */
+export const GenerateStepSchema: GenMessage<GenerateStep> = /*@__PURE__*/
+  messageDesc(file_tessera_inference_v1_inference, 15);
+
+/**
  * GenerateResponse is one event of a generation stream.
  *
  * @generated from message tessera.inference.v1.GenerateResponse
  */
 export type GenerateResponse = Message<"tessera.inference.v1.GenerateResponse"> & {
   /**
-   * event is started, a delta, or finished.
+   * event is started, a delta, a denoising step, or finished.
    *
    * @generated from oneof tessera.inference.v1.GenerateResponse.event
    */
@@ -591,6 +692,14 @@ export type GenerateResponse = Message<"tessera.inference.v1.GenerateResponse"> 
      */
     value: GenerateFinished;
     case: "finished";
+  } | {
+    /**
+     * step is one denoising forward (only with GenerationOptions.include_denoising).
+     *
+     * @generated from field: tessera.inference.v1.GenerateStep step = 4;
+     */
+    value: GenerateStep;
+    case: "step";
   } | { case: undefined; value?: undefined };
 };
 
@@ -599,7 +708,7 @@ export type GenerateResponse = Message<"tessera.inference.v1.GenerateResponse"> 
  * Use `create(GenerateResponseSchema)` to create a new message.
  */
 export const GenerateResponseSchema: GenMessage<GenerateResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 14);
+  messageDesc(file_tessera_inference_v1_inference, 16);
 
 /**
  * ScoreSuffix is one question of a Score request.
@@ -628,7 +737,7 @@ export type ScoreSuffix = Message<"tessera.inference.v1.ScoreSuffix"> & {
  * Use `create(ScoreSuffixSchema)` to create a new message.
  */
 export const ScoreSuffixSchema: GenMessage<ScoreSuffix> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 15);
+  messageDesc(file_tessera_inference_v1_inference, 17);
 
 /**
  * ScoreRequest asks for option logits of many suffixes that share one prefix.
@@ -670,7 +779,7 @@ export type ScoreRequest = Message<"tessera.inference.v1.ScoreRequest"> & {
  * Use `create(ScoreRequestSchema)` to create a new message.
  */
 export const ScoreRequestSchema: GenMessage<ScoreRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 16);
+  messageDesc(file_tessera_inference_v1_inference, 18);
 
 /**
  * SuffixScores are the readout of one suffix.
@@ -699,7 +808,7 @@ export type SuffixScores = Message<"tessera.inference.v1.SuffixScores"> & {
  * Use `create(SuffixScoresSchema)` to create a new message.
  */
 export const SuffixScoresSchema: GenMessage<SuffixScores> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 17);
+  messageDesc(file_tessera_inference_v1_inference, 19);
 
 /**
  * ScoreResponse holds the readout of every suffix.
@@ -734,7 +843,7 @@ export type ScoreResponse = Message<"tessera.inference.v1.ScoreResponse"> & {
  * Use `create(ScoreResponseSchema)` to create a new message.
  */
 export const ScoreResponseSchema: GenMessage<ScoreResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 18);
+  messageDesc(file_tessera_inference_v1_inference, 20);
 
 /**
  * CountTokensRequest asks for the token count of a conversation or a text.
@@ -783,7 +892,7 @@ export type CountTokensRequest = Message<"tessera.inference.v1.CountTokensReques
  * Use `create(CountTokensRequestSchema)` to create a new message.
  */
 export const CountTokensRequestSchema: GenMessage<CountTokensRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 19);
+  messageDesc(file_tessera_inference_v1_inference, 21);
 
 /**
  * CountTokensResponse is the token count.
@@ -804,7 +913,7 @@ export type CountTokensResponse = Message<"tessera.inference.v1.CountTokensRespo
  * Use `create(CountTokensResponseSchema)` to create a new message.
  */
 export const CountTokensResponseSchema: GenMessage<CountTokensResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 20);
+  messageDesc(file_tessera_inference_v1_inference, 22);
 
 /**
  * GetModelInfoRequest names a model.
@@ -825,7 +934,7 @@ export type GetModelInfoRequest = Message<"tessera.inference.v1.GetModelInfoRequ
  * Use `create(GetModelInfoRequestSchema)` to create a new message.
  */
 export const GetModelInfoRequestSchema: GenMessage<GetModelInfoRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 21);
+  messageDesc(file_tessera_inference_v1_inference, 23);
 
 /**
  * GetModelInfoResponse describes a loaded model.
@@ -902,7 +1011,7 @@ export type GetModelInfoResponse = Message<"tessera.inference.v1.GetModelInfoRes
  * Use `create(GetModelInfoResponseSchema)` to create a new message.
  */
 export const GetModelInfoResponseSchema: GenMessage<GetModelInfoResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 22);
+  messageDesc(file_tessera_inference_v1_inference, 24);
 
 /**
  * Overloaded is the error detail of a request refused because every generation slot and the
@@ -924,7 +1033,7 @@ export type Overloaded = Message<"tessera.inference.v1.Overloaded"> & {
  * Use `create(OverloadedSchema)` to create a new message.
  */
 export const OverloadedSchema: GenMessage<Overloaded> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 23);
+  messageDesc(file_tessera_inference_v1_inference, 25);
 
 /**
  * Role is the author of a chat message.
