@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InferenceService, Role, type GenerateResponse, type GenerateStep } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { silentLogger } from "../../lib/logger.js";
 import { DenoiseTrace, type DenoiseStep } from "./decoder/denoise-trace.js";
+import { buildPolicy } from "./decoder/policies/registry.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { Sequence, type DecodeModel } from "./decoder/sequence.js";
 import { loadModelPool, type ModelPool } from "./model-pool.js";
@@ -26,7 +27,7 @@ const MODEL: DecodeModel = {
 const decode = (ids: readonly number[]) => ids.map((i) => String.fromCharCode(97 + i)).join("");
 
 function prefilled(prompt: number[], maxTokens: number): Sequence {
-  const seq = new Sequence(MODEL, { prompt, maxTokens, threshold: 0.9, stops: new StopMatcher([]), decode });
+  const seq = new Sequence(MODEL, { prompt, maxTokens, policy: buildPolicy("threshold(0.9)"), stops: new StopMatcher([]), decode });
   while (!seq.prefilled) {
     const tokens = seq.prefillChunk(64);
     const present = new Float32Array(seq.kv.length + tokens.length);

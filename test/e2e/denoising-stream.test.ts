@@ -105,7 +105,7 @@ describe("stream_options.include_denoising", () => {
 
     // The SDK's stream helper assembles the same message.
     const final = await client.chat.completions
-      .stream({ ...ask, stream_options: { include_denoising: true } } as unknown as OpenAI.ChatCompletionStreamParams)
+      .stream({ ...ask, stream_options: { include_denoising: true } } as unknown as OpenAI.ChatCompletionCreateParamsStreaming)
       .finalChatCompletion();
     expect(final.choices[0]!.message.content).toBe(text(plain));
   });
