@@ -184,7 +184,10 @@ async function benchPrefill(
   const sentence = "The customer reports that the nightly export has failed three times this week, each time after about thirty minutes. ";
   let content = sentence;
   let prompt = chatPrompt(model, content);
-  while (prompt.length < target) prompt = chatPrompt(model, (content += sentence));
+  while (prompt.length < target) {
+    content += sentence;
+    prompt = chatPrompt(model, content);
+  }
   const times = { skipped: [] as number[], computed: [] as number[] };
   let forwards = 0;
   for (let i = 0; i < REPEATS + 1; i++) {

@@ -207,7 +207,8 @@ class HttpRequestContext implements RequestContext {
 
   /** Made on first use: most handlers add nothing to their line. */
   get log(): RequestLogFields {
-    return (this.logFields ??= {});
+    this.logFields ??= {};
+    return this.logFields;
   }
 
   /** What handlers added to the log line, if anything. */
@@ -310,7 +311,10 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
   const table = new Map<string, Map<string, RouteEntry>>();
   for (const route of deps.routes) {
     let methods = table.get(route.path);
-    if (methods === undefined) table.set(route.path, (methods = new Map()));
+    if (methods === undefined) {
+      methods = new Map();
+      table.set(route.path, methods);
+    }
     if (methods.has(route.method)) throw new Error(`two routes for ${route.method} ${route.path}`);
     methods.set(route.method, { route, series: new Map() });
     if (route.method === "GET") methods.set("HEAD", { route, series: new Map() });

@@ -48,16 +48,20 @@ class InProcessContext implements HandlerContext {
     return `in-process:/${this.method.parent.typeName}/${this.method.name}`;
   }
   get requestHeader(): Headers {
-    return (this.requestHeaders ??= new Headers(this.headerInit));
+    this.requestHeaders ??= new Headers(this.headerInit);
+    return this.requestHeaders;
   }
   get responseHeader(): Headers {
-    return (this.responseHeaders ??= new Headers());
+    this.responseHeaders ??= new Headers();
+    return this.responseHeaders;
   }
   get responseTrailer(): Headers {
-    return (this.responseTrailers ??= new Headers());
+    this.responseTrailers ??= new Headers();
+    return this.responseTrailers;
   }
   get values(): ContextValues {
-    return (this.contextValues ??= createContextValues());
+    this.contextValues ??= createContextValues();
+    return this.contextValues;
   }
   readonly timeoutMs = (): number | undefined => (this.deadline === undefined ? undefined : this.deadline - Date.now());
 }

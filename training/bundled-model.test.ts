@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { Tokenizer } from "@huggingface/tokenizers";
 import * as ort from "onnxruntime-node";
 import { beforeAll, describe, expect, it } from "vitest";
-import { renderDecisionPrompt as serviceRender } from "../services/decision/render.js";
+import { type DecisionQuestionJson, renderDecisionPrompt as serviceRender } from "../services/decision/render.js";
 // @ts-expect-error plain ESM module without types
 import { MASK, renderDecisionPrompt as trainingRender } from "./data-src/render.mjs";
 
@@ -73,8 +73,8 @@ function softmax(xs: number[], t: number): number[] {
   return e.map((x) => x / s);
 }
 
-async function decide(state: unknown, question: any): Promise<number[]> {
-  const { prefix, suffix, labels } = serviceRender(decision, state as any, question);
+async function decide(state: string, question: DecisionQuestionJson): Promise<number[]> {
+  const { prefix, suffix, labels } = serviceRender(decision, state, question);
   const ids = [...encode(prefix + suffix), config.mask_token_id];
   const row = lastRow(await forward(ids, 0, null), ids.length);
   return softmax(
@@ -107,7 +107,7 @@ describe("models/tessera-bd-small", () => {
   });
 
   it("renders decisions in training exactly as the decision service does", () => {
-    const questions = [
+    const questions: DecisionQuestionJson[] = [
       { type: "noul" },
       { type: "noul", instructions: { q: "spam?" }, criteria: { true: "spam", false: ["ham"] } },
       { type: "choice", instructions: "Pick one.", criteria: { spam: "junk", ham: null, "ü ñ": { k: 1 } } },
@@ -115,7 +115,7 @@ describe("models/tessera-bd-small", () => {
     ];
     for (const state of ["an email", { subject: "hi", body: "x" }, "ends in a newline\n"]) {
       for (const q of questions) {
-        const a = serviceRender(decision, state, q as any);
+        const a = serviceRender(decision, state, q);
         const b = trainingRender(decision, state, q);
         expect(b.prefix).toBe(a.prefix);
         expect(b.suffix).toBe(a.suffix + MASK);

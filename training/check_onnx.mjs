@@ -70,7 +70,9 @@ async function forward(ids, from, past) {
     position_ids: int64([range(from, T)]),
     attention_mask: new ort.Tensor("float32", mask, [1, 1, S, T]),
   };
-  pastNames.forEach((n, i) => (feeds[n] = past ? past[i] : new ort.Tensor("float32", new Float32Array(0), [1, HKV, 0, D])));
+  pastNames.forEach((n, i) => {
+    feeds[n] = past ? past[i] : new ort.Tensor("float32", new Float32Array(0), [1, HKV, 0, D]);
+  });
   const out = await session.run(feeds);
   return { logits: out.logits, presents: presentNames.map((n) => out[n]) };
 }
@@ -92,9 +94,9 @@ ok(
 
 if (reference) {
   let worst = 0;
-  reference.rows.forEach(
-    (r, k) => (worst = Math.max(worst, relDiff(full.logits.data.subarray(r * V, (r + 1) * V), reference.logits_rows[k]))),
-  );
+  reference.rows.forEach((r, k) => {
+    worst = Math.max(worst, relDiff(full.logits.data.subarray(r * V, (r + 1) * V), reference.logits_rows[k]));
+  });
   ok(worst <= 1e-4, `logits match PyTorch (max diff ${worst.toExponential(2)} relative to 1 + |x|)`);
   let flips = 0;
   for (let p = 0; p < N; p++) {
@@ -107,9 +109,9 @@ if (reference) {
   const value = full.presents[2 * layer + 1];
   const at = reference.present.position;
   let pw = 0;
-  reference.present.heads.forEach(
-    (want, h) => (pw = Math.max(pw, relDiff(value.data.subarray((h * N + at) * D, (h * N + at + 1) * D), want))),
-  );
+  reference.present.heads.forEach((want, h) => {
+    pw = Math.max(pw, relDiff(value.data.subarray((h * N + at) * D, (h * N + at + 1) * D), want));
+  });
   ok(pw <= 1e-4, `${reference.present.name} matches PyTorch (max diff ${pw.toExponential(2)})`);
 }
 

@@ -294,6 +294,7 @@ describe("streamCompletion and the builders with the openai client", () => {
   });
 
   it("a refusal before the first event keeps its own HTTP status (529), nothing streamed", async () => {
+    // biome-ignore lint/correctness/useYield: the refusal must come from the stream's first read, as a real engine's does
     const { client, outcomes } = await chatServer(async function* () {
       throw new ConnectError("all generation slots are busy", Code.ResourceExhausted);
     });

@@ -230,8 +230,12 @@ function answerToJson(answer: Answer): AnswerJson {
     case "score": {
       const legend: { [level: string]: string } = {};
       const probabilities: { [level: string]: number } = {};
-      result.value.legend.forEach((text, i) => defineKey(legend, String(i), text));
-      result.value.probabilities.forEach((p, i) => defineKey(probabilities, String(i), finite(p)));
+      result.value.legend.forEach((text, i) => {
+        defineKey(legend, String(i), text);
+      });
+      result.value.probabilities.forEach((p, i) => {
+        defineKey(probabilities, String(i), finite(p));
+      });
       return {
         type: "score",
         score: finite(result.value.score),

@@ -1,7 +1,7 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import type { GenerateResponse, InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
-import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
+import { ModelKind, type RegistryService, type ResolveModelResponse } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
 import {
@@ -77,7 +77,7 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
       const asked = request.model;
       ctx.log.model = asked;
 
-      let resolved;
+      let resolved: ResolveModelResponse;
       try {
         resolved = await registry.resolveModel({ model: asked, kind: ModelKind.TEXT }, { signal: ctx.signal });
       } catch (err) {

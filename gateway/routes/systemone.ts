@@ -1,6 +1,6 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import type { DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
+import type { DecideResponse, DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { HttpError } from "../errors.js";
 import { decisionResponseToJson, parseDecisionRequest } from "../mappers/decision.js";
 import type { Route } from "../route.js";
@@ -26,7 +26,7 @@ export function systemoneRoute({ decision }: SystemoneRouteDeps): Route {
       const parsed = parseDecisionRequest(ctx.body, ctx.requestId);
       if (!parsed.ok) throw HttpError.invalid(parsed.violations);
       ctx.log.model = parsed.request.model;
-      let response;
+      let response: DecideResponse;
       try {
         response = await decision.decide(parsed.request, { signal: ctx.signal });
       } catch (err) {

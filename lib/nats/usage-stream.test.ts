@@ -1,12 +1,12 @@
 import { create } from "@bufbuild/protobuf";
-import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { SettleRequestSchema, UsageKind, type SettleRequest } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { useNats } from "../../test/nats/nats-server.js";
+import { silentLogger } from "../logger.js";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { ensureUsageStream, natsUsageSink, startUsageConsumer, USAGE_STREAM, USAGE_SUBJECT, usageAckWaitMs } from "./usage-stream.js";
 
-const logger = pino({ level: "silent" });
+const logger = silentLogger();
 const nats = useNats({ usageStream: true });
 
 const event = (requestId: string, completionTokens: number): SettleRequest =>

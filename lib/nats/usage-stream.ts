@@ -10,7 +10,7 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import { millis, nanos, type NatsConnection } from "@nats-io/transport-node";
-import type { Logger } from "pino";
+import type { Logger } from "../logger.js";
 import { SettleRequestSchema, type SettleRequest } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import type { UsageSink } from "../usage/sink.js";
 import { natsUnavailable } from "./connection.js";

@@ -74,9 +74,18 @@ describe("settleThroughSink", () => {
   it("sends Settle to the sink and everything else to accounting", async () => {
     const calls: string[] = [];
     const accounting = {
-      authenticate: async () => (calls.push("authenticate"), {}),
-      admit: async () => (calls.push("admit"), {}),
-      settle: async () => (calls.push("settle"), {}),
+      authenticate: async () => {
+        calls.push("authenticate");
+        return {};
+      },
+      admit: async () => {
+        calls.push("admit");
+        return {};
+      },
+      settle: async () => {
+        calls.push("settle");
+        return {};
+      },
     } as unknown as RequestPathAccounting;
     const published: SettleRequest[] = [];
     const gate = settleThroughSink(accounting, { publish: async (e) => void published.push(e) });

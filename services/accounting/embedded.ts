@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../lib/logger.js";
 import { createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
 import { createAccountingService, type AccountingServiceImpl } from "./service.js";
 

@@ -1,7 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import type { Logger } from "pino";
+import type { Logger } from "../../lib/logger.js";
 import {
   type AccountingService,
   type AdmitRequest,
@@ -426,7 +426,7 @@ function requireKind(kind: UsageKind) {
 
 function requireName(name: string): string {
   if (name.length > MAX_NAME_LENGTH) throw invalidArgument(`name is longer than ${MAX_NAME_LENGTH} characters.`);
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what this rejects
   if (/[\u0000-\u001f\u007f]/.test(name)) throw invalidArgument("name must not contain control characters.");
   return name;
 }

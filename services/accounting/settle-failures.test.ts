@@ -18,9 +18,18 @@ function flakyStore(failing: Set<string>): Store {
       return {
         name,
         get: (key) => b.get(key),
-        create: async (key, value) => (guard(name), b.create(key, value)),
-        update: async (key, value, revision) => (guard(name), b.update(key, value, revision)),
-        put: async (key, value) => (guard(name), b.put(key, value)),
+        create: async (key, value) => {
+          guard(name);
+          return b.create(key, value);
+        },
+        update: async (key, value, revision) => {
+          guard(name);
+          return b.update(key, value, revision);
+        },
+        put: async (key, value) => {
+          guard(name);
+          return b.put(key, value);
+        },
         delete: (key, revision) => b.delete(key, revision),
         keys: (prefix) => b.keys(prefix),
       };

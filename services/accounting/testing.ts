@@ -4,13 +4,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
-import { pino } from "pino";
 import { AccountingService } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { silentLogger as newSilentLogger } from "../../lib/logger.js";
 import { createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
 import { accountingRoutes } from "./server.js";
 import type { AccountingDeps } from "./service.js";
 
-export const silentLogger = pino({ level: "silent" });
+export const silentLogger = newSilentLogger();
 
 /** 2026-01-15T10:00:00Z: a minute boundary. */
 export const T0 = Date.UTC(2026, 0, 15, 10, 0, 0);

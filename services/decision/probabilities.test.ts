@@ -35,7 +35,9 @@ describe("softmax", () => {
         (ls, c) => {
           const a = softmax(ls);
           const b = softmax(ls.map((l) => l + c));
-          a.forEach((p, i) => expect(Math.abs(p - b[i]!)).toBeLessThan(1e-9));
+          a.forEach((p, i) => {
+            expect(Math.abs(p - b[i]!)).toBeLessThan(1e-9);
+          });
         },
       ),
     );
@@ -44,7 +46,9 @@ describe("softmax", () => {
   it("matches exp(l/T)/Σ exp where that is computable", () => {
     const p = softmax([1, 2, 3], 2);
     const e = [1, 2, 3].map((l) => Math.exp(l / 2));
-    p.forEach((pi, i) => expect(pi).toBeCloseTo(e[i]! / sum(e), 15));
+    p.forEach((pi, i) => {
+      expect(pi).toBeCloseTo(e[i]! / sum(e), 15);
+    });
   });
 
   it("does not overflow on huge logits", () => {

@@ -76,7 +76,9 @@ export interface ScoreResult {
 export function scoreFromLogits(logits: readonly number[], temperature = 1): ScoreResult {
   const probabilities = softmax(logits, temperature).map((p) => clamp(p, 0, 1));
   let score = 0;
-  probabilities.forEach((p, i) => (score += i * p));
+  probabilities.forEach((p, i) => {
+    score += i * p;
+  });
   return {
     score: clamp(score, 0, Math.max(0, probabilities.length - 1)),
     probabilities,

@@ -115,7 +115,9 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     if (topic.case !== "choice") throw new Error("choice expected");
     expect(topic.value.choice).toBe("work");
     expect(topic.value.probabilities.map((p) => p.option)).toEqual(["money", "work", "🎉"]);
-    topic.value.probabilities.forEach((p, i) => expect(p.probability).toBeCloseTo(softmax([0.5, 3, -2])[i]!, 15));
+    topic.value.probabilities.forEach((p, i) => {
+      expect(p.probability).toBeCloseTo(softmax([0.5, 3, -2])[i]!, 15);
+    });
     const urgency = a.get("urgency")!.result;
     if (urgency.case !== "score") throw new Error("score expected");
     const p = softmax([0, 1, 2, 3]);

@@ -73,7 +73,9 @@ function expectSameAnswer(got: Answer | undefined, want: Answer | undefined) {
   const g = numbers(got!);
   const w = numbers(want!);
   expect(g).toHaveLength(w.length);
-  g.forEach((x, i) => expect(Math.abs(x - w[i]!)).toBeLessThan(TOLERANCE));
+  g.forEach((x, i) => {
+    expect(Math.abs(x - w[i]!)).toBeLessThan(TOLERANCE);
+  });
 }
 
 // About 300 tokens of state, so the prefix spans several complete blocks and a partial tail.

@@ -11,7 +11,7 @@ import { parseModelConfig, type ModelConfig } from "./model-config.js";
 import { skippableHeadParts } from "./onnx-head.js";
 import { concatBytes } from "./onnx-proto.js";
 import { readoutGraph, usesExternalData } from "./onnx-readout.js";
-import { openSession, type ExecutionProvider } from "./onnx-session.js";
+import { openSession, type ExecutionProvider, type OpenedSession } from "./onnx-session.js";
 import { createTextTokenizer, type TextTokenizer } from "./tokenizer.js";
 
 /** A model directory loaded into memory (docs/model-contract.md). */
@@ -78,7 +78,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
 
   const onnxPath = path.join(root, config.onnxFile);
   const staged = await editedSource(onnxPath, config);
-  let opened;
+  let opened: OpenedSession;
   try {
     opened = await openSession(staged.source, {
       ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),

@@ -190,7 +190,10 @@ describe("withSkippableHead", () => {
     // No logits output.
     expect(
       withSkippableHead(
-        model(17, (g) => (node(g, "Relu", ["x"], ["y"]), output(g, "y"))),
+        model(17, (g) => {
+          node(g, "Relu", ["x"], ["y"]);
+          output(g, "y");
+        }),
         8,
       ),
     ).toBeUndefined();

@@ -106,7 +106,9 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
   if (inputs.some(ours) || nodes.some((n) => n.inputs.some(ours) || n.outputs.some(ours))) return undefined;
 
   const producer = new Map<string, number>();
-  nodes.forEach((n, i) => n.outputs.forEach((o) => o !== "" && producer.set(o, i)));
+  nodes.forEach((n, i) => {
+    for (const o of n.outputs) if (o !== "") producer.set(o, i);
+  });
   const cone = (roots: string[]): Set<number> => {
     const seen = new Set<number>();
     const stack = [...roots];

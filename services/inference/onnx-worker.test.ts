@@ -14,7 +14,10 @@ const VOCAB = 687;
 /** Contract feeds for a `[B, S]` forward over `P` past slots, with deterministic contents. */
 function feeds(B: number, S: number, P: number): Record<string, ort.Tensor> {
   let seed = 7;
-  const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const next = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
   const f: Record<string, ort.Tensor> = {
     input_ids: new ort.Tensor(
       "int64",

@@ -159,7 +159,9 @@ describe("chooseRequiredTool on the tiny model", () => {
     expect(runs.length - 1).toBeLessThan(6 + 5 + 7);
 
     const want = await Promise.all(names.map((name) => recomputed(prompt, name)));
-    choice.scores.forEach((got, i) => expect(got).toBeCloseTo(want[i]!.logProb, 4));
+    choice.scores.forEach((got, i) => {
+      expect(got).toBeCloseTo(want[i]!.logProb, 4);
+    });
     const best = argmax(want.map((w) => w.logProb));
     expect(best).not.toBe(0); // not simply the first tool
     expect(choice.tool).toBe(names[best]);
@@ -177,7 +179,9 @@ describe("chooseRequiredTool on the tiny model", () => {
       prompt.variables.messages[0]!.content = question;
       const choice = await chooseRequiredTool(engine, prompt, context());
       const want = await Promise.all(names.map((name) => recomputed(prompt, name)));
-      choice.scores.forEach((got, i) => expect(got).toBeCloseTo(want[i]!.firstLogit, 4));
+      choice.scores.forEach((got, i) => {
+        expect(got).toBeCloseTo(want[i]!.firstLogit, 4);
+      });
       expect(choice.tool).toBe(names[argmax(want.map((w) => w.logProb))]);
     }
   });
@@ -188,7 +192,9 @@ describe("chooseRequiredTool on the tiny model", () => {
     const prompt = requiredPrompt(names);
     const choice = await chooseRequiredTool(engine, prompt, context());
     const want = await Promise.all(names.map((name) => recomputed(prompt, name)));
-    choice.scores.forEach((got, i) => expect(got).toBeCloseTo(want[i]!.logProb, 4));
+    choice.scores.forEach((got, i) => {
+      expect(got).toBeCloseTo(want[i]!.logProb, 4);
+    });
     expect(choice.tool).toBe(names[argmax(want.map((w) => w.logProb))]);
   });
 

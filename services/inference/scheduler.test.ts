@@ -90,7 +90,9 @@ describe("batching", () => {
 
     const { engine, forwards } = engineWith();
     const together = await Promise.all(prompts.map(async (p) => drain(await start(engine, p, 100))));
-    together.forEach((t, i) => expect(t.finished.tokens).toEqual(alone[i]!.finished.tokens));
+    together.forEach((t, i) => {
+      expect(t.finished.tokens).toEqual(alone[i]!.finished.tokens);
+    });
 
     const runs = forwards();
     expect(Math.max(...runs.map((f) => f.batch))).toBe(4);

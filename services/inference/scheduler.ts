@@ -3,7 +3,7 @@ import type { Logger } from "../../lib/logger.js";
 import { BatchBuilder, type BatchRow } from "./decoder/batch.js";
 import type { ForwardOutputs, ForwardRunner } from "./decoder/forward.js";
 import { DenoiseTrace, type DenoiseStep } from "./decoder/denoise-trace.js";
-import { Sequence, type BlockText, type DecodeModel, type Finished, type SequenceParams } from "./decoder/sequence.js";
+import { Sequence, type BlockText, type DecodeModel, type Finished, type SequenceParams, type StepResult } from "./decoder/sequence.js";
 import { EventChannel } from "./event-channel.js";
 import type { EngineMetrics } from "./metrics.js";
 import { canceled, SlotPool } from "./slots.js";
@@ -201,7 +201,9 @@ export class Scheduler {
       return;
     }
     this.countForward("denoise");
-    entries.forEach((entry, b) => this.apply(entry, out, b, inputs.past, inputs.seq));
+    entries.forEach((entry, b) => {
+      this.apply(entry, out, b, inputs.past, inputs.seq);
+    });
   }
 
   private async stepAlone(entry: Entry): Promise<void> {
@@ -224,7 +226,7 @@ export class Scheduler {
   private apply(entry: Entry, out: ForwardOutputs, row: number, past: number, seq: number): void {
     if (entry.cancelled || entry.failed) return;
     entry.seq.forwardPasses++;
-    let result;
+    let result: StepResult;
     try {
       const before = entry.trace?.before();
       result = entry.seq.applyStep(out, row, past, seq);

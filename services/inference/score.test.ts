@@ -113,9 +113,9 @@ describe("tokenizeScorePrompts", () => {
         const { prompts } = tokenizeScorePrompts(counter.tokenizer, prefix, suffixes);
         // The prefix, and one whole prompt that checks the seam on this request.
         expect(counter.long).toBe(2);
-        suffixes.forEach((suffix, i) =>
-          expect(prompts[i]).toEqual({ common: tokenizer.encode(prefix).length, rest: tokenizer.encode(suffix) }),
-        );
+        suffixes.forEach((suffix, i) => {
+          expect(prompts[i]).toEqual({ common: tokenizer.encode(prefix).length, rest: tokenizer.encode(suffix) });
+        });
       });
 
       it("encodes whole the prompts whose suffix does not start a new line with a visible character", () => {
@@ -193,7 +193,9 @@ describe("scoreSuffixes", () => {
     expect(new Set(readouts.map((f) => f.past)).size).toBe(1);
     for (const [i, s] of suffixes.entries()) {
       const want = await recomputed(prefix, s.text, s.labels);
-      out.results[i]!.logits.forEach((got, j) => expect(got).toBeCloseTo(want[j]!, 4));
+      out.results[i]!.logits.forEach((got, j) => {
+        expect(got).toBeCloseTo(want[j]!, 4);
+      });
     }
   });
 
@@ -208,7 +210,9 @@ describe("scoreSuffixes", () => {
     expect(readouts.reduce((rows, f) => rows + f.batch, 0)).toBe(3);
     for (const [i, s] of suffixes.entries()) {
       const want = await recomputed(prefix, s.text, s.labels);
-      out.results[i]!.logits.forEach((got, j) => expect(got).toBeCloseTo(want[j]!, 4));
+      out.results[i]!.logits.forEach((got, j) => {
+        expect(got).toBeCloseTo(want[j]!, 4);
+      });
     }
   });
 

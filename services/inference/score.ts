@@ -99,7 +99,10 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
     const base = [...prefixIds.slice(shared, prompt.common), ...prompt.rest];
     const labels = suffix.labels.map((label, j) => {
       let ids = labelIds.get(label);
-      if (ids === undefined) labelIds.set(label, (ids = tokenizer.encode(label)));
+      if (ids === undefined) {
+        ids = tokenizer.encode(label);
+        labelIds.set(label, ids);
+      }
       if (ids.length === 0) throw invalid(`suffixes[${i}].labels[${j}] is empty`);
       return ids;
     });
@@ -156,7 +159,8 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
       for (const batch of batches) {
         if (signal?.aborted) throw canceled();
         const inputs = readoutInputs(batch, rowsPast, kvShape, blockSize, engine.decode.padTokenId, batchedPast);
-        if (onWorker) [inputs.inputIds, inputs.positionIds, inputs.attentionMask].forEach((data) => handOver(data)); // built for this forward only
+        // built for this forward only
+        if (onWorker) for (const data of [inputs.inputIds, inputs.positionIds, inputs.attentionMask]) handOver(data);
         const out = await runModel(engine, () => engine.runner.run(inputs, { present: false, output: "logits" }));
         engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "score" });
         const logits = out.logits!;
@@ -185,7 +189,10 @@ const scratches = new WeakMap<ModelEngine, PastScratch>();
 
 function scratchOf(engine: ModelEngine): PastScratch {
   let scratch = scratches.get(engine);
-  if (scratch === undefined) scratches.set(engine, (scratch = new PastScratch()));
+  if (scratch === undefined) {
+    scratch = new PastScratch();
+    scratches.set(engine, scratch);
+  }
   return scratch;
 }
 

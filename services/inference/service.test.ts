@@ -266,7 +266,9 @@ describe("Score", () => {
     for (const [i, text] of SUFFIXES.entries()) {
       const { out, at } = await slotLogits(PREFIX + text, [], 1);
       const want = LABELS[i]!.map((l) => out.logits![at * V + m.tokenizer.tokenId(l)!]!);
-      res.results[i]!.logits.forEach((got, j) => expect(got).toBeCloseTo(want[j]!, 4));
+      res.results[i]!.logits.forEach((got, j) => {
+        expect(got).toBeCloseTo(want[j]!, 4);
+      });
       expect(res.results[i]!.suffixTokens).toBe(m.tokenizer.encode(PREFIX + text).length - m.tokenizer.encode(PREFIX).length + 1);
     }
     expect(res.prefixTokens).toBe(m.tokenizer.encode(PREFIX).length);
@@ -300,7 +302,9 @@ describe("Score", () => {
       prefix: PREFIX,
       suffixes: [2, 0, 1].map((i) => ({ text: SUFFIXES[i]!, labels: LABELS[i]! })),
     });
-    one.results[0]!.logits.forEach((x, j) => expect(many.results[0]!.logits[j]).toBeCloseTo(x, 5));
+    one.results[0]!.logits.forEach((x, j) => {
+      expect(many.results[0]!.logits[j]).toBeCloseTo(x, 5);
+    });
   });
 
   it("refuses a prompt over the context and suffixes without labels", async () => {

@@ -46,6 +46,8 @@ const renderNames = ["default", ...ciFiles.map((f) => basename(f, ".yaml"))];
 
 // ---- rendered objects ---------------------------------------------------------------------
 
+// A rendered Kubernetes object walked by path: any schema-less YAML document can be read this way.
+// biome-ignore lint/suspicious/noExplicitAny: untyped YAML; each test asserts the shape it reads
 type Obj = Record<string, any>;
 
 async function rendered(name: string): Promise<Obj[]> {

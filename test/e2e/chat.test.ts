@@ -49,6 +49,9 @@ async function streamAll(params: Record<string, unknown>): Promise<Chunk[]> {
 
 const joined = (chunks: Chunk[], field: "content" | "reasoning") => chunks.map((c) => c.choices[0]?.delta[field] ?? "").join("");
 
+/** The OpenAI error body (the only part of a response these helpers' callers read). */
+type ErrorJson = { error: { message: string; type: string; code?: string | null; param?: string | null } };
+
 async function post(body: unknown, init: { key?: string | null } = {}) {
   const res = await tessera.fetch("/v1/chat/completions", {
     method: "POST",
@@ -57,11 +60,11 @@ async function post(body: unknown, init: { key?: string | null } = {}) {
     ...init,
   });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, text, json: JSON.parse(text) as any };
+  return { status: res.status, headers: res.headers, text, json: JSON.parse(text) as ErrorJson };
 }
 
 function expectOpenAiError(
-  res: { status: number; json: any; headers: Headers },
+  res: { status: number; json: ErrorJson; headers: Headers },
   status: number,
   type: string,
   extra: { code?: string; param?: string | null } = {},

@@ -27,7 +27,15 @@ type AnswerJson = {
   confidence?: number;
 };
 
-async function post(body: unknown, key?: string): Promise<{ status: number; text: string; json: any; headers: Headers }> {
+/** Either error shape: `detail` is the list of violations (422) or one `{error_type, message}`. */
+type ErrorJson = {
+  detail: { loc: unknown[]; msg: string; type: string }[] & { error_type?: string; message?: string };
+};
+
+async function post(
+  body: unknown,
+  key?: string,
+): Promise<{ status: number; text: string; json: ErrorJson & Partial<DecisionJson>; headers: Headers }> {
   const res = await tessera.fetch("/v1/systemone", {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -73,7 +81,9 @@ function expectSame(got: AnswerJson | undefined, want: AnswerJson | undefined) {
   if (got!.type !== "noul") expect(Object.keys(got!.probabilities!)).toEqual(Object.keys(want!.probabilities!));
   const g = numbersOf(got!);
   const w = numbersOf(want!);
-  g.forEach((x, i) => expect(Math.abs(x - w[i]!)).toBeLessThan(1e-6));
+  g.forEach((x, i) => {
+    expect(Math.abs(x - w[i]!)).toBeLessThan(1e-6);
+  });
 }
 
 describe("POST /v1/systemone", () => {

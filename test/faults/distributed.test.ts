@@ -95,8 +95,7 @@ async function readSse(res: Response, onEvent: (data: string) => void | Promise<
   let buffer = "";
   for await (const chunk of res.body!) {
     buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-    let end: number;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
+    for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
       const event = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
       for (const line of event.split("\n")) if (line.startsWith("data: ")) await onEvent(line.slice(6));

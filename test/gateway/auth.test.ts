@@ -142,7 +142,7 @@ describe("limits and failures over HTTP", () => {
       countTokens: () => ({ tokens: 7 }),
       getModelInfo: refuse,
       score: refuse,
-      // eslint-disable-next-line require-yield
+      // biome-ignore lint/correctness/useYield: the refusal must come from the stream's first read, as a real engine's does
       async *generate() {
         refuse();
       },

@@ -296,9 +296,10 @@ describe("clients that read a stream slowly or never", () => {
     const deadline = Date.now() + 30_000;
     while (state.closedAt === 0 && !tail.includes("[DONE]") && Date.now() < deadline) {
       await sleep(50);
-      let chunk: Buffer | null;
       let read = 0;
-      while (read < 64 * 1024 && (chunk = socket.read() as Buffer | null) !== null) {
+      while (read < 64 * 1024) {
+        const chunk = socket.read() as Buffer | null;
+        if (chunk === null) break;
         tail = Buffer.concat([tail, chunk]).subarray(-256);
         read += chunk.length;
       }

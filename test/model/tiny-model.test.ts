@@ -7,10 +7,34 @@ import * as ort from "onnxruntime-node";
 import { beforeAll, describe, expect, it } from "vitest";
 
 const dir = fileURLToPath(new URL("../fixtures/tiny-model/", import.meta.url));
-const readJson = (name: string): any => JSON.parse(readFileSync(dir + name, "utf8"));
+const readJson = <T>(name: string): T => JSON.parse(readFileSync(dir + name, "utf8")) as T;
 
-const config = readJson("config.json");
-const reference = readJson("reference.json");
+interface TinyConfig {
+  model_type: string;
+  num_hidden_layers: number;
+  num_key_value_heads: number;
+  head_dim: number;
+  vocab_size: number;
+  block_size: number;
+  mask_token_id: number;
+  eos_token_id: number;
+  pad_token_id: number;
+}
+/** reference.json, written by make_test_model.py from PyTorch. */
+interface Reference {
+  forward: {
+    input_ids: number[];
+    rows: number[];
+    logits_rows: number[][];
+    argmax: number[];
+    present: { name: string; position: number; heads: number[][] };
+  };
+  decode: unknown;
+  tokenizer: unknown;
+}
+
+const config = readJson<TinyConfig>("config.json");
+const reference = readJson<Reference>("reference.json");
 const L: number = config.num_hidden_layers;
 const HKV: number = config.num_key_value_heads;
 const D: number = config.head_dim;
@@ -61,7 +85,9 @@ async function forward(rows: Row[], past: Past = emptyPast(rows.length)) {
     position_ids: int64(rows.map((r) => r.positions.map((p) => Math.max(p, 0)))),
     attention_mask: maskFor(rows),
   };
-  past.forEach((t, i) => (feeds[`past_key_values.${i >> 1}.${i % 2 ? "value" : "key"}`] = t));
+  past.forEach((t, i) => {
+    feeds[`past_key_values.${i >> 1}.${i % 2 ? "value" : "key"}`] = t;
+  });
   const out = await session.run(feeds);
   const presents: Past = [];
   for (let l = 0; l < L; l++) presents.push(out[`present.${l}.key`]!, out[`present.${l}.value`]!);
@@ -142,8 +168,10 @@ describe("tiny model: ONNX contract", () => {
     const { logits, presents } = await forward([{ ids: ref.input_ids, positions: range(0, S) }]);
     ref.rows.forEach((r: number, i: number) => {
       const got = logitRows(logits, 0, r, r + 1);
-      const want: number[] = ref.logits_rows[i];
-      want.forEach((w, v) => expect(Math.abs(got[v]! - w)).toBeLessThanOrEqual(1e-4 * (1 + Math.abs(w))));
+      const want: number[] = ref.logits_rows[i]!;
+      want.forEach((w, v) => {
+        expect(Math.abs(got[v]! - w)).toBeLessThanOrEqual(1e-4 * (1 + Math.abs(w)));
+      });
     });
     const data = logits.data as Float32Array;
     const argmax = range(0, S).map((p) => {
@@ -174,9 +202,9 @@ describe("tiny model: block-causal attention and KV cache", () => {
       const rest = await forward([{ ids: ids.slice(cut), positions: range(cut, N), pastPositions: range(0, cut) }], prefix.presents);
       expect(maxAbsDiff(logitRows(rest.logits, 0, 0, N - cut), logitRows(full.logits, 0, cut, N))).toBeLessThan(1e-4);
       expect(maxAbsDiff(logitRows(prefix.logits, 0, 0, cut), logitRows(full.logits, 0, 0, cut))).toBeLessThan(1e-4);
-      rest.presents.forEach((t, i) =>
-        expect(maxAbsDiff(t.data as Float32Array, full.presents[i]!.data as Float32Array)).toBeLessThan(1e-4),
-      );
+      rest.presents.forEach((t, i) => {
+        expect(maxAbsDiff(t.data as Float32Array, full.presents[i]!.data as Float32Array)).toBeLessThan(1e-4);
+      });
     }
     // Block by block: 64, 64, 22.
     let past = emptyPast(1);
@@ -192,7 +220,10 @@ describe("tiny model: block-causal attention and KV cache", () => {
     }
     const stitched = new Float32Array(N * V);
     let at = 0;
-    for (const p of pieces) stitched.set(p, at), (at += p.length);
+    for (const p of pieces) {
+      stitched.set(p, at);
+      at += p.length;
+    }
     expect(maxAbsDiff(stitched, logitRows(full.logits, 0, 0, N))).toBeLessThan(1e-4);
   });
 
@@ -262,7 +293,11 @@ describe("tiny model: reference decode", () => {
         const top = masked.map((i) => {
           let best = -1;
           let max = -Infinity;
-          for (let v = 0; v < V; v++) if (!banned.has(v) && data[i * V + v]! > max) (max = data[i * V + v]!), (best = v);
+          for (let v = 0; v < V; v++)
+            if (!banned.has(v) && data[i * V + v]! > max) {
+              max = data[i * V + v]!;
+              best = v;
+            }
           let z = 0;
           for (let v = 0; v < V; v++) if (!banned.has(v)) z += Math.exp(data[i * V + v]! - max);
           return { i, best, prob: 1 / z };
@@ -291,8 +326,8 @@ describe("tiny model: reference decode", () => {
 });
 
 describe("tiny model: tokenizer", () => {
-  const tokenizerJson = readJson("tokenizer.json");
-  const tokenizerConfig = readJson("tokenizer_config.json");
+  const tokenizerJson = readJson<Record<string, unknown> & { model: { vocab: unknown }; added_tokens: { id: number }[] }>("tokenizer.json");
+  const tokenizerConfig = readJson<Record<string, unknown> & { added_tokens_decoder: object }>("tokenizer_config.json");
   const tokenizer = new Tokenizer(tokenizerJson, tokenizerConfig);
   const specials = [
     "<|pad|>",

@@ -180,7 +180,7 @@ const KIND_Q = [
   (x, y) => `Is ${x} a type of ${y}?`,
   (x, y) => `Is every ${x} a ${y}?`,
   (x, y) => `Does "${x}" name a kind of ${y}?`,
-  (x, y) => `Is the word in the state a kind of ${y}?`,
+  (_x, y) => `Is the word in the state a kind of ${y}?`,
 ];
 
 export function kindOfNoul(rng, x, y, yes) {

@@ -101,7 +101,9 @@ export class BatchPast {
       const { layers: L, heads: H, headDim: D } = this.shape;
       const size = rows.length * H * past * D;
       this.layers = Array.from({ length: L }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
-      rows.forEach((kv, b) => kv.copyInto(this.layers, b, past));
+      rows.forEach((kv, b) => {
+        kv.copyInto(this.layers, b, past);
+      });
       this.members = [...rows];
       this.past = past;
     }
