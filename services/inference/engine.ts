@@ -22,6 +22,8 @@ export interface ModelEngine {
   scheduler: Scheduler;
   /** The unmasking policy of this model's replies. */
   policy: UnmaskPolicy;
+  /** The confidence threshold; also the one of the grammar's frontier rule (grammar/frontier-rule.ts). */
+  threshold: number;
   metrics: EngineMetrics | undefined;
   close(): Promise<void>;
 }
@@ -86,6 +88,7 @@ export function createModelEngine(options: ModelEngineOptions): ModelEngine {
     runner,
     scheduler,
     policy,
+    threshold,
     metrics: options.metrics,
     close: async () => {
       await scheduler.close();

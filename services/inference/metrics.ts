@@ -12,7 +12,14 @@ export interface EngineMetrics {
   committedPerForward: Histogram<"model" | "policy">;
   /** Denoising forwards each block took (a reply's last block: until it finished), by model and policy. */
   forwardsPerBlock: Histogram<"model" | "policy">;
+  /** Grammar-constrained decoding (grammar/): requests by kind, forced tokens, compile and step time. */
+  constrainedRequests: Counter<"model" | "kind">;
+  jumpForwardTokens: Counter<"model">;
+  grammarCompileSeconds: Histogram<"model">;
+  grammarStepSeconds: Histogram<"model">;
 }
+
+const GRAMMAR_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 const COUNT_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64];
 const LATENCY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -92,6 +99,48 @@ export function engineMetrics(registry: Registry): EngineMetrics {
           help: "Denoising forwards a generation block took (a reply's last block: until it finished), by model and unmasking policy.",
           labelNames: ["model", "policy"],
           buckets: COUNT_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+    constrainedRequests: reuse(
+      "tessera_constrained_requests_total",
+      () =>
+        new Counter({
+          name: "tessera_constrained_requests_total",
+          help: "Generations decoded under a grammar, by model and kind (json_schema, json_object, tool_arguments, tool_calls).",
+          labelNames: ["model", "kind"],
+          registers: [registry],
+        }),
+    ),
+    jumpForwardTokens: reuse(
+      "tessera_jump_forward_tokens_total",
+      () =>
+        new Counter({
+          name: "tessera_jump_forward_tokens_total",
+          help: "Reply tokens the grammar forced, committed without reading the model (jump-forward), by model.",
+          labelNames: ["model"],
+          registers: [registry],
+        }),
+    ),
+    grammarCompileSeconds: reuse(
+      "tessera_grammar_compile_seconds",
+      () =>
+        new Histogram({
+          name: "tessera_grammar_compile_seconds",
+          help: "Time to compile a grammar (a new schema or tool set; cached ones are not compiled again), by model.",
+          labelNames: ["model"],
+          buckets: GRAMMAR_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+    grammarStepSeconds: reuse(
+      "tessera_grammar_step_seconds",
+      () =>
+        new Histogram({
+          name: "tessera_grammar_step_seconds",
+          help: "Grammar time per constrained denoising step (masks, guesses, jump-forward), by model.",
+          labelNames: ["model"],
+          buckets: GRAMMAR_BUCKETS,
           registers: [registry],
         }),
     ),

@@ -185,7 +185,11 @@ export class Scheduler {
     }
   }
 
-  private async step(entries: Entry[]): Promise<void> {
+  private async step(ready: Entry[]): Promise<void> {
+    // Grammar-forced tokens go in before the forward (jump-forward: no forward spent on them).
+    for (const entry of ready) await this.prepare(entry);
+    const entries = ready.filter((e) => !e.seq.done && !e.failed);
+    if (entries.length === 0) return;
     const rows: BatchRow[] = entries.map((e) => ({ kv: e.seq.kv, tokens: e.seq.stepTokens() }));
     const inputs = this.builder.build(rows);
     let out: ForwardOutputs;
@@ -201,9 +205,32 @@ export class Scheduler {
       return;
     }
     this.countForward("denoise");
+    for (const [b, entry] of entries.entries()) await this.constrain(entry, out, b, inputs.seq);
     entries.forEach((entry, b) => {
       this.apply(entry, out, b, inputs.past, inputs.seq);
     });
+  }
+
+  /** Jump-forward of a constrained sequence before a forward (grammar-forced tokens). */
+  private async prepare(entry: Entry): Promise<void> {
+    if (entry.cancelled || entry.failed) return;
+    try {
+      this.deliver(entry, await entry.seq.prepareStep());
+    } catch (err) {
+      this.fail(entry, err);
+    }
+  }
+
+  /** The grammar's commits of a constrained sequence from this forward's logits. */
+  private async constrain(entry: Entry, out: ForwardOutputs, row: number, seq: number): Promise<void> {
+    if (entry.cancelled || entry.failed || !entry.seq.constrained) return;
+    const started = performance.now();
+    try {
+      await entry.seq.constrainStep(out, row, seq);
+      this.options.metrics?.grammarStepSeconds.observe({ model: this.options.name }, (performance.now() - started) / 1000);
+    } catch (err) {
+      this.fail(entry, err);
+    }
   }
 
   private async stepAlone(entry: Entry): Promise<void> {
@@ -217,6 +244,7 @@ export class Scheduler {
         output: entry.seq.wantsLogits ? "readout+logits" : "readout",
       });
       this.countForward("denoise");
+      await entry.seq.constrainStep(out, 0, inputs.seq);
       this.apply(entry, out, 0, inputs.past, inputs.seq);
     } catch (err) {
       this.fail(entry, err);
@@ -241,6 +269,12 @@ export class Scheduler {
     if (result.block !== undefined || result.finished !== undefined) {
       metrics?.forwardsPerBlock.observe({ model: name, policy }, entry.seq.lastBlockSteps);
     }
+    this.deliver(entry, result);
+  }
+
+  /** Sends a step's block and end to the sequence's consumer. */
+  private deliver(entry: Entry, result: StepResult): void {
+    const { metrics, name } = this.options;
     if (!entry.sawBlock && (result.block !== undefined || result.finished !== undefined)) {
       // The first committed block, or the end of a reply shorter than one block.
       entry.sawBlock = true;
@@ -249,6 +283,7 @@ export class Scheduler {
     if (result.block !== undefined) entry.channel.push({ type: "block", block: result.block });
     if (result.finished !== undefined) {
       metrics?.generatedTokens.inc({ model: name }, result.finished.completionTokens);
+      if (result.finished.grammar !== undefined) metrics?.jumpForwardTokens.inc({ model: name }, result.finished.grammar.forced);
       metrics?.requestDuration.observe({ model: name }, this.now() - entry.arrivedAt);
       entry.channel.push({ type: "finished", finished: result.finished, forwardPasses: entry.seq.forwardPasses });
       entry.channel.end();
@@ -269,6 +304,7 @@ export class Scheduler {
       if (!entry.seq.done && !entry.failed && !entry.cancelled) continue;
       this.active.splice(i, 1);
       entry.detach();
+      entry.seq.release();
       if (entry.cancelled && !entry.seq.done && !entry.failed) entry.channel.fail(entry.cancelError);
       this.slots.release(this.now() - entry.admittedAt);
     }

@@ -14,9 +14,11 @@ import {
   type ScoreRequest,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import type { Logger } from "../../lib/logger.js";
-import { buildChatPrompt, type ChatInput } from "./chat-prompt.js";
+import { buildChatPrompt, type ChatInput, type ChatPrompt } from "./chat-prompt.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
+import { DEFAULT_GRAMMAR_OPTIONS, grammarsForModel, type GrammarOptions } from "./grammar/model-grammars.js";
+import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
 import type { ModelPool } from "./model-pool.js";
 import { stepEvent } from "./denoise-event.js";
 import { createReplyParser, type ReplyDelta } from "./reply-parser.js";
@@ -28,6 +30,8 @@ export interface InferenceDeps {
   logger: Logger;
   /** This worker's id, reported in GenerateStarted. */
   workerId: string;
+  /** Grammar-constrained decoding: compiled-grammar cache and compile budget. */
+  grammar?: Partial<GrammarOptions>;
 }
 
 /** Limits on `stop`: a few short sequences, as OpenAI-style clients send them. */
@@ -42,7 +46,24 @@ const FINISH_REASONS = {
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
 
-export function createInferenceService({ pool, logger, workerId }: InferenceDeps): ServiceImpl<typeof InferenceService> {
+export function createInferenceService({ pool, logger, workerId, grammar }: InferenceDeps): ServiceImpl<typeof InferenceService> {
+  const grammarOptions = { ...DEFAULT_GRAMMAR_OPTIONS, ...grammar };
+
+  /** The reply's grammar (InvalidArgument for a schema it cannot enforce), or undefined for free text. */
+  async function replyGrammar(engine: ModelEngine, prompt: ChatPrompt, input: ChatInput) {
+    const spec = grammarSpecOf(prompt, input);
+    if (spec === undefined) return undefined;
+    const { vocabSize, eosTokenId } = engine.decode;
+    const grammars = await grammarsForModel(engine.model.dir, vocabSize, eosTokenId, {
+      ...grammarOptions,
+      onCompile: (seconds) => engine.metrics?.grammarCompileSeconds.observe({ model: engine.name }, seconds),
+    });
+    const thinking = prompt.parser.thinking && prompt.parser.forcedTool === undefined;
+    const sequence = await sequenceGrammar(grammars, spec, engine.model.tokenizer, { thinking, threshold: engine.threshold });
+    engine.metrics?.constrainedRequests.inc({ model: engine.name, kind: spec.kind });
+    return sequence;
+  }
+
   function engineFor(model: string): ModelEngine {
     if (model === "") throw invalid("model is required");
     const engine = pool.engine(model);
@@ -106,11 +127,25 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
       }
       const maxTokens = effectiveMaxTokens(options?.maxTokens ?? 0, ids.length, context);
       const tokenizer = engine.model.tokenizer;
-      const events = await engine.scheduler.generate(
-        { prompt: ids, maxTokens, policy: engine.policy, stops: new StopMatcher(stop), decode: tokenizer.decode },
-        ctx.signal,
-        options?.includeDenoising ?? false,
-      );
+      const grammar = await replyGrammar(engine, prompt, input);
+      let events;
+      try {
+        events = await engine.scheduler.generate(
+          {
+            prompt: ids,
+            maxTokens,
+            policy: engine.policy,
+            stops: new StopMatcher(stop),
+            decode: tokenizer.decode,
+            ...(grammar !== undefined ? { grammar } : {}),
+          },
+          ctx.signal,
+          options?.includeDenoising ?? false,
+        );
+      } catch (err) {
+        grammar?.state.dispose();
+        throw err;
+      }
 
       // Whatever ends this handler (the client leaving, an error) also ends the sequence.
       const iterator = events[Symbol.asyncIterator]();
@@ -139,6 +174,9 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
           const delta = deltaOf(merge(tail, end), finished.last.blockIndex);
           if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
           const reason = finished.reason === "stop" && end.sawToolCall ? "tool_calls" : finished.reason;
+          if (finished.grammar?.deadEnd === true) {
+            logger.warn({ requestId: req.requestId, model: req.model }, "grammar dead end: the reply ends with what was valid");
+          }
           const completionTokens = finished.completionTokens;
           logger.info(
             {
@@ -149,6 +187,7 @@ export function createInferenceService({ pool, logger, workerId }: InferenceDeps
               finishReason: reason,
               forwardPasses,
               ms: Math.round(performance.now() - started),
+              ...(finished.grammar !== undefined ? { grammar: { ...finished.grammar, ms: Math.round(finished.grammar.ms) } } : {}),
               ...(choice !== undefined
                 ? {
                     requiredTool: { tool: choice.tool, candidates: choice.scores.length, scoredTokens: choice.scoredTokens, ms: choice.ms },

@@ -1,3 +1,5 @@
+import { ConstrainedSpan } from "../grammar/constrained-span.js";
+import type { GrammarReport, SequenceGrammar } from "../grammar/sequence-grammar.js";
 import type { ForwardOutputs, KVShape } from "./forward.js";
 import { SequenceKV } from "./kv-cache.js";
 import { type Commit, type Guess, mostConfident, type StepContext, type UnmaskPolicy } from "./policies/policy.js";
@@ -25,6 +27,8 @@ export interface SequenceParams {
   policy: UnmaskPolicy;
   stops: StopMatcher;
   decode: (ids: readonly number[]) => string;
+  /** Decode the reply under this grammar (grammar/constrained-span.ts); the policy decodes the rest. */
+  grammar?: SequenceGrammar;
 }
 
 export interface BlockText {
@@ -43,6 +47,8 @@ export interface Finished {
   text: string;
   /** The reply's tokens after trimming. */
   tokens: number[];
+  /** What the grammar did, for a constrained reply. */
+  grammar?: GrammarReport;
 }
 
 export interface StepResult {
@@ -82,6 +88,7 @@ export class Sequence {
   private stopCheckedUpTo = 0;
   /** The guesses of the current block's earlier steps, for the policy. */
   private history: Guess[][] = [];
+  private readonly span: ConstrainedSpan | undefined;
 
   constructor(
     private readonly model: DecodeModel,
@@ -99,6 +106,41 @@ export class Sequence {
     this.block = [];
     this.masked = [];
     this.openBlock(params.prompt.slice(this.promptBlocks));
+    if (params.grammar !== undefined) this.span = new ConstrainedSpan(params.grammar, this.banned, model.vocabSize);
+  }
+
+  /**
+   * Before a forward: commits what the grammar forces at the frontier (jump-forward), never
+   * the block's last position, so the block is completed by a step as usual. The result
+   * carries `finished` when that ended the reply (an end of turn the grammar forced).
+   */
+  async prepareStep(): Promise<StepResult> {
+    if (this.span === undefined || !this.span.active || this.done) return {};
+    const room = this.masked.lastIndexOf(true);
+    const commits = await this.span.jumpForward(this.masked.slice(0, room));
+    for (const c of commits) {
+      this.block[c.index] = c.token;
+      this.masked[c.index] = false;
+    }
+    const finished = commits.length > 0 ? this.checkFinished() : undefined;
+    return finished !== undefined ? { finished } : {};
+  }
+
+  /** After a forward, before applyStep: the grammar's commits from the frontier (they replace the policy's). */
+  async constrainStep(out: ForwardOutputs, row: number, seq: number): Promise<void> {
+    if (this.span === undefined || !this.span.active || this.done) return;
+    if (out.logits === undefined) throw new Error("a constrained step needs the logits");
+    await this.span.step(out.logits, row * seq + (this.pendingClean?.length ?? 0), this.masked);
+  }
+
+  /** Whether this step decodes under the grammar (constrainStep has work to do). */
+  get constrained(): boolean {
+    return this.span?.active === true && !this.done;
+  }
+
+  /** Releases the grammar matcher (the sequence left the scheduler). */
+  release(): void {
+    this.span?.dispose();
   }
 
   /** The next prompt tokens to prefill: whole blocks, at most `chunk` tokens (at least one block). */
@@ -142,12 +184,14 @@ export class Sequence {
       offset += this.pendingClean.length;
       this.pendingClean = null;
     }
-    const commits = this.choose(out, offset);
+    const commits = this.span?.take() ?? this.choose(out, offset);
     for (const c of commits) {
       this.block[c.index] = c.token;
       this.masked[c.index] = false;
     }
     this.lastCommitted = commits.length;
+    if (this.span?.report.deadEnd === true) return { finished: this.finishAtFrontier() };
+    if (this.span !== undefined && !this.span.active) this.openConstraint();
     const finished = this.checkFinished();
     if (finished !== undefined) {
       this.lastBlockSteps = this.history.length;
@@ -178,7 +222,7 @@ export class Sequence {
   /** Whether the next step needs the logits rather than the greedy readout. */
   get wantsLogits(): boolean {
     const policy = this.params.policy;
-    return policy.needsLogits === true || (policy.topK ?? 1) > 1;
+    return policy.needsLogits === true || (policy.topK ?? 1) > 1 || this.constrained;
   }
 
   /** The policy's commits for this step; `offset` is the block's first slot in the output. */
@@ -278,7 +322,52 @@ export class Sequence {
     this.done = true;
     const tokens = this.reply(end);
     const text = this.params.decode(tokens);
-    return { reason, completionTokens: end, last: this.lastPiece(text), text, tokens };
+    return { reason, completionTokens: end, last: this.lastPiece(text), text, tokens, ...this.grammarReport() };
+  }
+
+  private grammarReport(): { grammar?: GrammarReport } {
+    return this.span === undefined ? {} : { grammar: { ...this.span.report } };
+  }
+
+  /**
+   * While the reply thinks freely: an end of turn becomes the end of the thinking span (a
+   * constrained reply must still give its answer), and once `</think>` is committed with
+   * nothing masked before it, the constraint opens. The tokens already committed after it
+   * in this block are checked by the grammar in order; from the first it refuses (or the
+   * first masked one) the rest of the block is masked again, so the constrained span is
+   * decoded from its frontier like any other.
+   */
+  private openConstraint(): void {
+    const span = this.span!;
+    const end = span.freeUntil!;
+    const firstReply = Math.max(0, this.promptLength - this.blockStart);
+    for (let j = firstReply; j < this.block.length; j++) {
+      if (!this.masked[j] && this.block[j] === this.model.eosTokenId) this.block[j] = end;
+    }
+    // A close in an earlier block opened the constraint in the step that completed that block.
+    let close = -1;
+    for (let j = firstReply; j < this.block.length && !this.masked[j]; j++) {
+      if (this.block[j] === end) {
+        close = j;
+        break;
+      }
+    }
+    if (close < 0) return;
+    const after: number[] = [];
+    for (let j = close + 1; j < this.block.length && !this.masked[j]; j++) after.push(this.block[j]!);
+    const accepted = span.open(after);
+    for (let j = close + 1 + accepted; j < this.block.length; j++) {
+      this.block[j] = this.model.maskTokenId;
+      this.masked[j] = true;
+    }
+  }
+
+  /** A grammar dead end: the reply ends with what is committed (all of it valid). */
+  private finishAtFrontier(): Finished {
+    const firstReply = Math.max(0, this.promptLength - this.blockStart);
+    let end = this.replyDone.length;
+    for (let j = firstReply; j < this.block.length && !this.masked[j]; j++) end++;
+    return this.finish("stop", Math.min(end, this.params.maxTokens));
   }
 
   private finishAtStop(limit: number): Finished {
@@ -294,7 +383,7 @@ export class Sequence {
       if (withoutIncompleteTail(this.params.decode(all.slice(0, mid))).length >= match.start) hi = mid;
       else lo = mid + 1;
     }
-    return { reason: "stop", completionTokens: lo, last: this.lastPiece(text), text, tokens: all.slice(0, lo) };
+    return { reason: "stop", completionTokens: lo, last: this.lastPiece(text), text, tokens: all.slice(0, lo), ...this.grammarReport() };
   }
 
   private lastPiece(text: string): BlockText {

@@ -1,0 +1,157 @@
+/**
+ * The constrained commit rule (docs/constrained-decoding.md). A constrained span is decoded
+ * from its frontier, the first uncommitted position, rightwards; every position right of the
+ * frontier is still masked. Each step, from one forward's logits:
+ *
+ * 1. forced text: while the grammar admits exactly one continuation (a key, punctuation,
+ *    `"}</tool_call>"`, or a single allowed token such as the end of turn once the value is
+ *    complete), its tokens are committed without looking at the logits (jump-forward);
+ * 2. the next position is guessed under the grammar: the most likely token among those the
+ *    grammar allows after everything committed so far, with its probability renormalized
+ *    over the allowed tokens; the guess is accepted by the grammar and the rule goes on with
+ *    step 1 at the next position;
+ * 3. the first guess of a step is always committed; each later guess only while its
+ *    probability is at least the threshold. After the first guess below the threshold (or
+ *    the first one that fails it) only forced text is committed.
+ *
+ * So the committed text is always a prefix the grammar accepts, a step commits at least one
+ * token while the grammar allows any, and the end of turn is committed only where the
+ * grammar may end.
+ */
+
+/** A grammar's state after the committed tokens (XGrammar's matcher, or a test's reference). */
+export interface GrammarState {
+  /** The tokens the grammar allows next, as a bitmask: token v is bit v & 31 of word v >>> 5. */
+  allowed(): Promise<Int32Array>;
+  /** Advances past `token`; false (state unchanged) when the grammar does not allow it. */
+  accept(token: number): boolean;
+  /** The text every continuation starts with ("" when more than one is possible). */
+  forcedText(): string;
+  /** Whether the end of turn has been accepted. */
+  terminated(): boolean;
+}
+
+export interface FrontierInput {
+  /** Flat logits; position i from the frontier starts at `offsets[i]`. */
+  logits: Float32Array;
+  /** One per position from the frontier to the block's end. */
+  offsets: readonly number[];
+  vocab: number;
+  /** Tokens that are never a reply token (mask, pad), as flags by id. */
+  banned: Uint8Array;
+  threshold: number;
+  encode: (text: string) => number[];
+}
+
+export interface FrontierCommit {
+  /** The tokens committed from the frontier, in order. */
+  tokens: number[];
+  /** How many of them were forced (committed without the logits). */
+  forced: number;
+  /** The grammar allowed no token at all: the reply must end with what is committed. */
+  deadEnd: boolean;
+}
+
+export async function commitAtFrontier(state: GrammarState, input: FrontierInput): Promise<FrontierCommit> {
+  const out: FrontierCommit = { tokens: [], forced: 0, deadEnd: false };
+  const room = input.offsets.length;
+  let guessed = 0;
+  let guessing = true;
+  while (out.tokens.length < room && !state.terminated()) {
+    await commitForced(state, input.encode, room, out);
+    if (!guessing || out.tokens.length >= room || state.terminated()) break;
+    const guess = maskedGuess(input.logits, input.offsets[out.tokens.length]!, input.vocab, input.banned, await state.allowed());
+    if (guess === undefined) {
+      out.deadEnd = true;
+      break;
+    }
+    if (guessed > 0 && guess.confidence < input.threshold) break;
+    if (!state.accept(guess.token)) {
+      out.deadEnd = true;
+      break;
+    }
+    out.tokens.push(guess.token);
+    guessed++;
+    if (guess.confidence < input.threshold) guessing = false;
+  }
+  return out;
+}
+
+/** Commits forced continuations (jump-forward) while there is room. */
+export async function commitForced(
+  state: GrammarState,
+  encode: (text: string) => number[],
+  room: number,
+  out: FrontierCommit,
+): Promise<void> {
+  while (out.tokens.length < room && !state.terminated()) {
+    const text = state.forcedText();
+    if (text !== "") {
+      let accepted = 0;
+      for (const id of encode(text)) {
+        if (out.tokens.length >= room || !state.accept(id)) break;
+        out.tokens.push(id);
+        out.forced++;
+        accepted++;
+      }
+      if (accepted > 0) continue;
+    }
+    const only = singleAllowed(await state.allowed());
+    if (only === undefined || !state.accept(only)) return;
+    out.tokens.push(only);
+    out.forced++;
+  }
+}
+
+/** The one token a bitmask allows, or undefined when it allows none or several. */
+export function singleAllowed(mask: Int32Array): number | undefined {
+  let found: number | undefined;
+  for (let w = 0; w < mask.length; w++) {
+    const word = mask[w]!;
+    if (word === 0) continue;
+    if ((word & (word - 1)) !== 0 || found !== undefined) return undefined;
+    found = w * 32 + (31 - Math.clz32(word));
+  }
+  return found;
+}
+
+/**
+ * The most likely token the mask allows (never a banned one) at `logits[offset, offset + vocab)`,
+ * and its probability under the softmax over the allowed tokens only. Ties go to the lowest id.
+ */
+export function maskedGuess(
+  logits: Float32Array,
+  offset: number,
+  vocab: number,
+  banned: Uint8Array,
+  mask: Int32Array,
+): { token: number; confidence: number } | undefined {
+  let max = -Infinity;
+  let best = -1;
+  for (let w = 0; w < mask.length; w++) {
+    let word = mask[w]!;
+    while (word !== 0) {
+      const bit = 31 - Math.clz32(word & -word);
+      word &= word - 1;
+      const v = w * 32 + bit;
+      if (v >= vocab || banned[v] !== 0) continue;
+      const x = logits[offset + v]!;
+      if (x > max || (x === max && v < best)) {
+        max = x;
+        best = v;
+      }
+    }
+  }
+  if (best < 0) return undefined;
+  let sum = 0;
+  for (let w = 0; w < mask.length; w++) {
+    let word = mask[w]!;
+    while (word !== 0) {
+      const bit = 31 - Math.clz32(word & -word);
+      word &= word - 1;
+      const v = w * 32 + bit;
+      if (v < vocab && banned[v] === 0) sum += Math.exp(logits[offset + v]! - max);
+    }
+  }
+  return { token: best, confidence: 1 / sum };
+}

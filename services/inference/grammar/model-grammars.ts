@@ -1,0 +1,128 @@
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { checkSpec, grammarSource, specKey, type GrammarSpec } from "./grammar-spec.js";
+import { SchemaError, type SchemaLimits } from "./schema-check.js";
+import { grammarVocab } from "./vocab.js";
+import { loadXGrammar, type CompiledGrammar, type GrammarCompiler, type GrammarMatcher, type XGrammar } from "./xgrammar.js";
+
+export interface GrammarOptions {
+  /** Compiled grammars kept (least recently used ones are dropped). */
+  cacheSize: number;
+  /** A grammar that takes longer than this to compile is refused (and remembered as refused). */
+  compileBudgetMs: number;
+  limits?: SchemaLimits;
+  /** Observes each compile's duration in seconds. */
+  onCompile?: (seconds: number) => void;
+}
+
+export const DEFAULT_GRAMMAR_OPTIONS: GrammarOptions = { cacheSize: 64, compileBudgetMs: 5000 };
+
+/**
+ * The grammars of one model: XGrammar's TokenizerInfo and compiler for its vocabulary, and a
+ * bounded LRU of compiled grammars, one per distinct spec (a client that sends the same schema
+ * every time compiles it once). Compiling runs XGrammar's WASM on this thread: measured on the
+ * bundled model's 8,192-token vocabulary, 20–300 ms (bench/grammar.ts), once per distinct grammar.
+ */
+export class ModelGrammars {
+  private readonly compiled = new Map<string, CompiledGrammar>();
+  private readonly refused = new Map<string, string>();
+  private pending = new Map<string, Promise<CompiledGrammar>>();
+
+  private constructor(
+    readonly xgrammar: XGrammar,
+    private readonly compiler: GrammarCompiler,
+    readonly vocabSize: number,
+    readonly eosTokenId: number,
+    private readonly options: GrammarOptions,
+  ) {}
+
+  static async create(tokenizerJson: unknown, vocabSize: number, eosTokenId: number, options: GrammarOptions): Promise<ModelGrammars> {
+    const xgrammar = await loadXGrammar();
+    const info = await xgrammar.TokenizerInfo.createTokenizerInfo(grammarVocab(tokenizerJson, vocabSize), "byte_level", false, vocabSize, [
+      eosTokenId,
+    ]);
+    const compiler = await xgrammar.GrammarCompiler.createGrammarCompiler(info, false);
+    return new ModelGrammars(xgrammar, compiler, vocabSize, eosTokenId, options);
+  }
+
+  /** The compiled grammar of `spec`; SchemaError when the spec cannot be enforced. */
+  async compile(spec: GrammarSpec): Promise<CompiledGrammar> {
+    const key = specKey(spec);
+    const hit = this.compiled.get(key);
+    if (hit !== undefined) {
+      this.compiled.delete(key);
+      this.compiled.set(key, hit);
+      return hit;
+    }
+    const refusal = this.refused.get(key);
+    if (refusal !== undefined) throw new SchemaError(refusal);
+    let job = this.pending.get(key);
+    if (job === undefined) {
+      job = this.compileNew(key, spec).finally(() => this.pending.delete(key));
+      this.pending.set(key, job);
+    }
+    return job;
+  }
+
+  /** A fresh matcher at the start of `compiled`; the end of turn is its stop token. */
+  matcher(compiled: CompiledGrammar): Promise<GrammarMatcher> {
+    return this.xgrammar.GrammarMatcher.createGrammarMatcher(compiled, [this.eosTokenId], false, -1);
+  }
+
+  get cached(): number {
+    return this.compiled.size;
+  }
+
+  private async compileNew(key: string, spec: GrammarSpec): Promise<CompiledGrammar> {
+    checkSpec(spec, this.options.limits);
+    const started = performance.now();
+    let compiled: CompiledGrammar;
+    try {
+      const source = await grammarSource(spec, (...args) => this.xgrammar.Testings._jsonSchemaToEBNF(...args));
+      compiled =
+        "ebnf" in source ? await this.compiler.compileGrammar(source.ebnf) : await this.compiler.compileStructuralTag(source.structuralTag as Record<string, unknown>);
+    } catch (err) {
+      // XGrammar reports what its converter cannot take by aborting the call (the module stays usable).
+      const message = `the grammar engine refused the schema: ${err instanceof Error ? err.message : String(err)}`;
+      this.remember(key, message);
+      throw new SchemaError(message);
+    }
+    const ms = performance.now() - started;
+    this.options.onCompile?.(ms / 1000);
+    if (ms > this.options.compileBudgetMs) {
+      compiled.dispose();
+      const message = `the schema took ${Math.round(ms)} ms to compile into a grammar, over the budget of ${this.options.compileBudgetMs} ms (TESSERA_GRAMMAR_COMPILE_BUDGET_MS)`;
+      this.remember(key, message);
+      throw new SchemaError(message);
+    }
+    this.compiled.set(key, compiled);
+    while (this.compiled.size > this.options.cacheSize) {
+      const oldest = this.compiled.keys().next().value as string;
+      // Matchers of running sequences hold their own reference to the grammar.
+      this.compiled.get(oldest)!.dispose();
+      this.compiled.delete(oldest);
+    }
+    return compiled;
+  }
+
+  private remember(key: string, message: string): void {
+    this.refused.set(key, message);
+    while (this.refused.size > this.options.cacheSize) this.refused.delete(this.refused.keys().next().value as string);
+  }
+}
+
+const byDir = new Map<string, Promise<ModelGrammars>>();
+
+/** The grammars of the model in `dir` (created once per directory, on first use). */
+export function grammarsForModel(dir: string, vocabSize: number, eosTokenId: number, options: GrammarOptions): Promise<ModelGrammars> {
+  const key = path.resolve(dir);
+  let found = byDir.get(key);
+  if (found === undefined) {
+    found = readFile(path.join(key, "tokenizer.json"), "utf8").then((text) =>
+      ModelGrammars.create(JSON.parse(text), vocabSize, eosTokenId, options),
+    );
+    found.catch(() => byDir.delete(key));
+    byDir.set(key, found);
+  }
+  return found;
+}

@@ -1,0 +1,64 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ResponseFormatType, type ToolDefinition } from "../../../gen/tessera/inference/v1/inference_pb.js";
+import type { ChatInput, ChatPrompt } from "../chat-prompt.js";
+import type { TextTokenizer } from "../tokenizer.js";
+import type { GrammarSpec } from "./grammar-spec.js";
+import { MatcherState } from "./matcher-state.js";
+import type { ModelGrammars } from "./model-grammars.js";
+import { SchemaError } from "./schema-check.js";
+import type { SequenceGrammar } from "./sequence-grammar.js";
+
+/**
+ * The grammar a chat request's reply must follow, or undefined for free text:
+ * - a forced tool call (named, or `required`): the call's arguments follow the tool's parameters;
+ * - response_format json_schema: the schema (enforced whether or not `strict` is set);
+ *   json_object: a JSON object;
+ * - tools offered with tool_choice auto: text, or tool calls each complete and of an offered tool.
+ * A forced call wins over a JSON response format (the reply is the call); a JSON response
+ * format wins over auto tools (the reply is JSON, as asked).
+ */
+export function grammarSpecOf(prompt: ChatPrompt, input: ChatInput): GrammarSpec | undefined {
+  const { parser, variables } = prompt;
+  if (parser.forcedTool !== undefined) {
+    const tool = findTool(input.tools, parser.forcedTool);
+    return { kind: "tool_arguments", tool: parser.forcedTool, parameters: tool?.parameters };
+  }
+  if (parser.jsonMode) {
+    const format = input.options?.responseFormat;
+    const schema = format?.type === ResponseFormatType.JSON_SCHEMA ? format.jsonSchema?.schema : undefined;
+    return schema !== undefined && schema !== null ? { kind: "json_schema", schema } : { kind: "json_object" };
+  }
+  if (parser.toolCalls === true && variables.tools.length > 0) {
+    return { kind: "tool_calls", tools: variables.tools.map((t) => ({ name: t.function.name, parameters: t.function.parameters })) };
+  }
+  return undefined;
+}
+
+function findTool(tools: readonly ToolDefinition[], name: string): ToolDefinition | undefined {
+  return tools.find((t) => t.name === name);
+}
+
+const UNGUESSED_TAGS = ["<think>", "</think>", "</tool_call>", "<tool_response>", "</tool_response>"];
+
+/**
+ * Compiles (or finds cached) the grammar of `spec` and starts a matcher for one reply. A
+ * schema the grammar cannot enforce is refused with InvalidArgument naming the problem.
+ */
+export async function sequenceGrammar(
+  grammars: ModelGrammars,
+  spec: GrammarSpec,
+  tokenizer: TextTokenizer,
+  options: { thinking: boolean; threshold: number },
+): Promise<SequenceGrammar> {
+  let compiled;
+  try {
+    compiled = await grammars.compile(spec);
+  } catch (err) {
+    if (err instanceof SchemaError) throw new ConnectError(err.message, Code.InvalidArgument);
+    throw err;
+  }
+  const state = new MatcherState(await grammars.matcher(compiled));
+  const thinkEnd = options.thinking ? tokenizer.tokenId("</think>") : undefined;
+  const banned = UNGUESSED_TAGS.map((tag) => tokenizer.tokenId(tag)).filter((id) => id !== undefined);
+  return { state, encode: tokenizer.encode, threshold: options.threshold, banned, ...(thinkEnd !== undefined ? { freeUntil: thinkEnd } : {}) };
+}
