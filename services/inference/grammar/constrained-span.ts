@@ -55,7 +55,7 @@ export class ConstrainedSpan {
     if (!this.active || frontier < 0) return [];
     const started = performance.now();
     const out: FrontierCommit = { tokens: [], forced: 0, deadEnd: false };
-    await commitForced(this.grammar.state, this.grammar.encode, masked.length - frontier, out);
+    await commitForced(this.grammar.state, this.grammar.encode, this.vocab, masked.length - frontier, out);
     this.record(out, started, false);
     return out.tokens.map((token, i) => ({ index: frontier + i, token }));
   }

@@ -58,7 +58,7 @@ export async function commitAtFrontier(state: GrammarState, input: FrontierInput
   let guessed = 0;
   let guessing = true;
   while (out.tokens.length < room && !state.terminated()) {
-    await commitForced(state, input.encode, room, out);
+    await commitForced(state, input.encode, input.vocab, room, out);
     if (!guessing || out.tokens.length >= room || state.terminated()) break;
     const guess = maskedGuess(input.logits, input.offsets[out.tokens.length]!, input.vocab, input.banned, await state.allowed());
     if (guess === undefined) {
@@ -81,6 +81,7 @@ export async function commitAtFrontier(state: GrammarState, input: FrontierInput
 export async function commitForced(
   state: GrammarState,
   encode: (text: string) => number[],
+  vocab: number,
   room: number,
   out: FrontierCommit,
 ): Promise<void> {
@@ -96,18 +97,22 @@ export async function commitForced(
       }
       if (accepted > 0) continue;
     }
-    const only = singleAllowed(await state.allowed());
+    const only = singleAllowed(await state.allowed(), vocab);
     if (only === undefined || !state.accept(only)) return;
     out.tokens.push(only);
     out.forced++;
   }
 }
 
-/** The one token a bitmask allows, or undefined when it allows none or several. */
-export function singleAllowed(mask: Int32Array): number | undefined {
+/**
+ * The one token below `vocab` a bitmask allows, or undefined when it allows none or several.
+ * (XGrammar may set the bits past the vocabulary in the last word.)
+ */
+export function singleAllowed(mask: Int32Array, vocab: number): number | undefined {
   let found: number | undefined;
-  for (let w = 0; w < mask.length; w++) {
-    const word = mask[w]!;
+  for (let w = 0; w < mask.length && w * 32 < vocab; w++) {
+    const past = (w + 1) * 32 - vocab;
+    const word = past > 0 ? mask[w]! & (-1 >>> past) : mask[w]!;
     if (word === 0) continue;
     if ((word & (word - 1)) !== 0 || found !== undefined) return undefined;
     found = w * 32 + (31 - Math.clz32(word));
