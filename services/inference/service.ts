@@ -23,6 +23,7 @@ import type { ModelPool } from "./model-pool.js";
 import { stepEvent } from "./denoise-event.js";
 import { createReplyParser, type ReplyDelta } from "./reply-parser.js";
 import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate } from "./required-tool.js";
+import type { GenerationEvent } from "./scheduler.js";
 import { scoreSuffixes } from "./score.js";
 
 export interface InferenceDeps {
@@ -121,14 +122,16 @@ export function createInferenceService({ pool, logger, workerId, grammar }: Infe
 
       const input = { messages: req.messages, tools: req.tools, options };
       const { prompt, ids, choice } = await generationPrompt(req.model, engine, input, ctx.signal);
+      // A schema the grammar cannot take is named before anything else about the request.
+      const grammar = await replyGrammar(engine, prompt, input);
       const context = engine.decode.maxPositions;
       if (ids.length >= context) {
+        grammar?.state.dispose();
         throw invalid(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
       }
       const maxTokens = effectiveMaxTokens(options?.maxTokens ?? 0, ids.length, context);
       const tokenizer = engine.model.tokenizer;
-      const grammar = await replyGrammar(engine, prompt, input);
-      let events;
+      let events: AsyncIterable<GenerationEvent>;
       try {
         events = await engine.scheduler.generate(
           {

@@ -111,17 +111,26 @@ async function xgrammarState(tree: Tree): Promise<MatcherState> {
 
 /** Logits for `room` positions: random, some positions sharply peaked (so runs form). */
 const logitsArb = (room: number) =>
-  fc.array(fc.tuple(fc.integer({ min: 0, max: VOCAB - 1 }), fc.double({ min: 0, max: 12, noNaN: true }), fc.array(fc.double({ min: -3, max: 3, noNaN: true }), { minLength: VOCAB, maxLength: VOCAB })), {
-    minLength: room,
-    maxLength: room,
-  }).map((rows) => {
-    const out = new Float32Array(room * VOCAB);
-    rows.forEach(([peak, height, noise], i) => {
-      noise.forEach((x, v) => (out[i * VOCAB + v] = x));
-      out[i * VOCAB + peak]! += height;
+  fc
+    .array(
+      fc.tuple(
+        fc.integer({ min: 0, max: VOCAB - 1 }),
+        fc.double({ min: 0, max: 12, noNaN: true }),
+        fc.array(fc.double({ min: -3, max: 3, noNaN: true }), { minLength: VOCAB, maxLength: VOCAB }),
+      ),
+      {
+        minLength: room,
+        maxLength: room,
+      },
+    )
+    .map((rows) => {
+      const out = new Float32Array(room * VOCAB);
+      rows.forEach(([peak, height, noise], i) => {
+        out.set(noise, i * VOCAB);
+        out[i * VOCAB + peak]! += height;
+      });
+      return out;
     });
-    return out;
-  });
 
 const ROOM = 6;
 const input = (logits: Float32Array, threshold: number): FrontierInput => ({

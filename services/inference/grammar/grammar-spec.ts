@@ -17,9 +17,13 @@ const SEPARATORS: [string, string] = [", ", ": "];
 /** Parameters of a tool that declares none: an empty object. */
 const NO_PARAMETERS = { type: "object", properties: {} };
 
-export interface SchemaToEBNF {
-  (schema: string, anyWhitespace: boolean, indent: number, separators: [string, string], strictMode: boolean): Promise<string>;
-}
+export type SchemaToEBNF = (
+  schema: string,
+  anyWhitespace: boolean,
+  indent: number,
+  separators: [string, string],
+  strictMode: boolean,
+) => Promise<string>;
 
 /** A grammar ready for the compiler: an EBNF grammar or a structural tag. */
 export type GrammarSource = { ebnf: string } | { structuralTag: object };

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { checkSpec, grammarSource, specKey, type GrammarSpec } from "./grammar-spec.js";
 import { SchemaError, type SchemaLimits } from "./schema-check.js";
-import { grammarVocab } from "./vocab.js";
+import { grammarTokenBytes, grammarVocab } from "./vocab.js";
 import { loadXGrammar, type CompiledGrammar, type GrammarCompiler, type GrammarMatcher, type XGrammar } from "./xgrammar.js";
 
 export interface GrammarOptions {
@@ -33,16 +33,17 @@ export class ModelGrammars {
     private readonly compiler: GrammarCompiler,
     readonly vocabSize: number,
     readonly eosTokenId: number,
+    /** Each token's bytes (utf8-state.ts keeps replies valid UTF-8 with them). */
+    readonly tokenBytes: readonly Uint8Array[],
     private readonly options: GrammarOptions,
   ) {}
 
   static async create(tokenizerJson: unknown, vocabSize: number, eosTokenId: number, options: GrammarOptions): Promise<ModelGrammars> {
     const xgrammar = await loadXGrammar();
-    const info = await xgrammar.TokenizerInfo.createTokenizerInfo(grammarVocab(tokenizerJson, vocabSize), "byte_level", false, vocabSize, [
-      eosTokenId,
-    ]);
+    const vocab = grammarVocab(tokenizerJson, vocabSize);
+    const info = await xgrammar.TokenizerInfo.createTokenizerInfo(vocab, "byte_level", false, vocabSize, [eosTokenId]);
     const compiler = await xgrammar.GrammarCompiler.createGrammarCompiler(info, false);
-    return new ModelGrammars(xgrammar, compiler, vocabSize, eosTokenId, options);
+    return new ModelGrammars(xgrammar, compiler, vocabSize, eosTokenId, grammarTokenBytes(vocab), options);
   }
 
   /** The compiled grammar of `spec`; SchemaError when the spec cannot be enforced. */
@@ -80,7 +81,9 @@ export class ModelGrammars {
     try {
       const source = await grammarSource(spec, (...args) => this.xgrammar.Testings._jsonSchemaToEBNF(...args));
       compiled =
-        "ebnf" in source ? await this.compiler.compileGrammar(source.ebnf) : await this.compiler.compileStructuralTag(source.structuralTag as Record<string, unknown>);
+        "ebnf" in source
+          ? await this.compiler.compileGrammar(source.ebnf)
+          : await this.compiler.compileStructuralTag(source.structuralTag as Record<string, unknown>);
     } catch (err) {
       // XGrammar reports what its converter cannot take by aborting the call (the module stays usable).
       const message = `the grammar engine refused the schema: ${err instanceof Error ? err.message : String(err)}`;

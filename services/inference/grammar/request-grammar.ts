@@ -5,7 +5,9 @@ import type { TextTokenizer } from "../tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import { MatcherState } from "./matcher-state.js";
 import type { ModelGrammars } from "./model-grammars.js";
+import type { CompiledGrammar } from "./xgrammar.js";
 import { SchemaError } from "./schema-check.js";
+import { Utf8CheckedState } from "./utf8-state.js";
 import type { SequenceGrammar } from "./sequence-grammar.js";
 
 /**
@@ -50,15 +52,21 @@ export async function sequenceGrammar(
   tokenizer: TextTokenizer,
   options: { thinking: boolean; threshold: number },
 ): Promise<SequenceGrammar> {
-  let compiled;
+  let compiled: CompiledGrammar;
   try {
     compiled = await grammars.compile(spec);
   } catch (err) {
     if (err instanceof SchemaError) throw new ConnectError(err.message, Code.InvalidArgument);
     throw err;
   }
-  const state = new MatcherState(await grammars.matcher(compiled));
+  const state = new Utf8CheckedState(new MatcherState(await grammars.matcher(compiled)), grammars.tokenBytes);
   const thinkEnd = options.thinking ? tokenizer.tokenId("</think>") : undefined;
   const banned = UNGUESSED_TAGS.map((tag) => tokenizer.tokenId(tag)).filter((id) => id !== undefined);
-  return { state, encode: tokenizer.encode, threshold: options.threshold, banned, ...(thinkEnd !== undefined ? { freeUntil: thinkEnd } : {}) };
+  return {
+    state,
+    encode: tokenizer.encode,
+    threshold: options.threshold,
+    banned,
+    ...(thinkEnd !== undefined ? { freeUntil: thinkEnd } : {}),
+  };
 }

@@ -94,7 +94,8 @@ export function checkSchema(schema: unknown, where: string, limits: SchemaLimits
         case "type": {
           const types = Array.isArray(value) ? value : [value];
           if (types.length === 0) throw new SchemaError(`${at} must not be empty`);
-          for (const t of types) if (typeof t !== "string" || !TYPES.has(t)) throw new SchemaError(`${at}: unknown type ${JSON.stringify(t)}`);
+          for (const t of types)
+            if (typeof t !== "string" || !TYPES.has(t)) throw new SchemaError(`${at}: unknown type ${JSON.stringify(t)}`);
           break;
         }
         case "properties":
@@ -112,7 +113,7 @@ export function checkSchema(schema: unknown, where: string, limits: SchemaLimits
         case "prefixItems":
         case "anyOf":
           if (!Array.isArray(value) || value.length === 0) throw new SchemaError(`${at} must be a non-empty array`);
-          value.forEach((sub, i) => visit(sub, `${at}[${i}]`));
+          for (const [i, sub] of value.entries()) visit(sub, `${at}[${i}]`);
           break;
         case "required":
           if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) throw new SchemaError(`${at} must be an array of strings`);
@@ -152,7 +153,8 @@ export function checkSchema(schema: unknown, where: string, limits: SchemaLimits
     if (Array.isArray(obj.required) && obj.additionalProperties === false) {
       const props = isPlainObject(obj.properties) ? obj.properties : {};
       for (const name of obj.required as string[]) {
-        if (!(name in props)) throw new SchemaError(`${path}.required: "${name}" is required but not allowed (additionalProperties is false)`);
+        if (!(name in props))
+          throw new SchemaError(`${path}.required: "${name}" is required but not allowed (additionalProperties is false)`);
       }
     }
   };

@@ -18,11 +18,50 @@ export function grammarVocab(tokenizerJson: unknown, vocabSize: number): string[
   const json = tokenizerJson as TokenizerJson;
   const vocab = new Array<string>(vocabSize).fill("");
   const entries = json.model?.vocab;
-  if (entries === undefined || Array.isArray(entries)) throw new Error("tokenizer.json: a byte-level BPE model with a vocab map is required for grammars");
+  if (entries === undefined || Array.isArray(entries))
+    throw new Error("tokenizer.json: a byte-level BPE model with a vocab map is required for grammars");
   for (const [token, id] of Object.entries(entries)) if (id >= 0 && id < vocabSize) vocab[id] = token;
   const keep = new Set<string>(TEXT_TAGS);
   for (const added of json.added_tokens ?? []) {
     if (added.id >= 0 && added.id < vocabSize) vocab[added.id] = keep.has(added.content) ? added.content : "";
   }
   return vocab;
+}
+
+/** GPT-2's byte-level alphabet: the character each byte is written as in the vocabulary. */
+function byteLevelDecoder(): Map<string, number> {
+  const bytes: number[] = [];
+  for (let b = 33; b <= 126; b++) bytes.push(b);
+  for (let b = 161; b <= 172; b++) bytes.push(b);
+  for (let b = 174; b <= 255; b++) bytes.push(b);
+  const chars = [...bytes];
+  let extra = 0;
+  for (let b = 0; b < 256; b++) {
+    if (!bytes.includes(b)) {
+      bytes.push(b);
+      chars.push(256 + extra++);
+    }
+  }
+  return new Map(bytes.map((b, i) => [String.fromCharCode(chars[i]!), b]));
+}
+
+/**
+ * The bytes of every token as the grammar sees them (grammarVocab's strings, byte-level
+ * decoded; the kept tags as their UTF-8 text; special tokens empty).
+ */
+export function grammarTokenBytes(vocab: readonly string[]): Uint8Array[] {
+  const decoder = byteLevelDecoder();
+  const tags = new Set<string>(TEXT_TAGS);
+  const utf8 = new TextEncoder();
+  return vocab.map((token) => {
+    if (tags.has(token)) return utf8.encode(token);
+    const out = new Uint8Array(token.length);
+    let n = 0;
+    for (const ch of token) {
+      const b = decoder.get(ch);
+      if (b === undefined) return utf8.encode(token);
+      out[n++] = b;
+    }
+    return out.subarray(0, n);
+  });
 }
