@@ -115,8 +115,8 @@ describe("completionFromEvents", () => {
 });
 
 describe("chunk builder", () => {
-  it("sends the role first, a chunk per delta, the finish reason, then usage with no choices", () => {
-    const builder = createChunkBuilder(meta(true));
+  it("with include_usage: the role first, a chunk per delta, the finish reason, then usage with no choices", () => {
+    const builder = createChunkBuilder(meta(true), { includeUsage: true });
     const chunks = [
       started(7),
       delta({ reasoning: "hmm" }),
@@ -142,6 +142,15 @@ describe("chunk builder", () => {
       expect(chunk).toMatchObject({ id: "chatcmpl-test", object: "chat.completion.chunk", created: 1_700_000_000, model: "textmodel-26b" });
     expect(builder.usage).toEqual({ promptTokens: 7, completionTokens: 9 });
     expect(builder.deltasSent).toBe(3);
+  });
+
+  it("without include_usage: the usage rides on the finish-reason chunk, and every chunk has a choice", () => {
+    const builder = createChunkBuilder(meta());
+    const chunks = [started(4), delta({ content: "Hi" }), finished(FinishReason.STOP, 4, 2)].flatMap((e) => builder.fromEvent(e));
+    expect(chunks.map((c) => c.choices.length)).toEqual([1, 1, 1]);
+    expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe("stop");
+    expect(chunks.at(-1)!.usage).toEqual({ prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 });
+    expect(chunks.slice(0, -1).every((c) => c.usage === undefined)).toBe(true);
   });
 
   it("ends with tool_calls when calls were streamed and the engine said stop", () => {
@@ -187,7 +196,7 @@ async function chatServer(script: Script): Promise<{ client: OpenAI; outcomes: S
         return json(200, completionFromEvents(all, m));
       }
       const sse = createSseWriter(res, { heartbeatMs: 0 });
-      outcomes.push(await streamCompletion(sse, script(sse.signal), m, toError));
+      outcomes.push(await streamCompletion(sse, script(sse.signal), m, toError, { includeUsage: parsed.includeUsage }));
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.ResourceExhausted) {
         res.setHeader("retry-after", "1");

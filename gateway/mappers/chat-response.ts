@@ -6,6 +6,17 @@ import {
   type GenerateResponse,
   type GenerateStarted,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChoiceLogprobs,
+  ChunkDelta,
+  ChunkToolCall,
+  CompletionToolCall,
+  CompletionUsage,
+  FinishReasonName,
+  TokenLogprob,
+} from "../schemas/chat-response.js";
 import type { SseWriter } from "../sse.js";
 import { denoisingOf, type DenoisingStep } from "./denoising.js";
 
@@ -14,61 +25,15 @@ import { denoisingOf, type DenoisingStep } from "./denoising.js";
  * objects, and the loop that streams a generation to an SSE writer.
  */
 
-export type FinishReasonName = "stop" | "length" | "tool_calls";
-
-export interface CompletionToolCall {
-  id: string;
-  type: "function";
-  function: { name: string; arguments: string };
-}
-
-export interface CompletionUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-}
-
-export interface ChatCompletion {
-  id: string;
-  object: "chat.completion";
-  created: number;
-  model: string;
-  choices: {
-    index: number;
-    message: {
-      role: "assistant";
-      content: string | null;
-      reasoning?: string;
-      tool_calls?: CompletionToolCall[];
-    };
-    finish_reason: FinishReasonName;
-    logprobs: null;
-  }[];
-  usage: CompletionUsage;
-}
-
-export interface ChunkToolCall {
-  index: number;
-  id?: string;
-  type?: "function";
-  function: { name?: string; arguments: string };
-}
-
-export interface ChatCompletionChunk {
-  id: string;
-  object: "chat.completion.chunk";
-  created: number;
-  model: string;
-  choices: {
-    index: number;
-    delta: { role?: "assistant"; content?: string; reasoning?: string; tool_calls?: ChunkToolCall[] };
-    finish_reason: FinishReasonName | null;
-    logprobs: null;
-  }[];
-  usage?: CompletionUsage;
-  /** Only with `stream_options.include_denoising`, on a chunk of its own (`choices: []`). */
-  denoising?: DenoisingStep;
-}
+export type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChunkToolCall,
+  CompletionToolCall,
+  CompletionUsage,
+  FinishReasonName,
+  TokenLogprob,
+} from "../schemas/chat-response.js";
 
 /** What every object of one completion shares. */
 export interface CompletionMeta {
@@ -80,19 +45,38 @@ export interface CompletionMeta {
   model: string;
   /** Thinking was enabled: `reasoning` is present (possibly empty) on the message. */
   reasoning: boolean;
+  /** logprobs were asked for: `choices[].logprobs.content` lists the reply's tokens. */
+  logprobs?: boolean;
 }
 
 export function newCompletionId(): string {
   return `chatcmpl-${randomBytes(18).toString("base64url")}`;
 }
 
-export function createCompletionMeta(init: { model: string; reasoning: boolean; id?: string; created?: number }): CompletionMeta {
+export function createCompletionMeta(init: {
+  model: string;
+  reasoning: boolean;
+  logprobs?: boolean;
+  id?: string;
+  created?: number;
+}): CompletionMeta {
   return {
     id: init.id ?? newCompletionId(),
     created: init.created ?? Math.floor(Date.now() / 1000),
     model: init.model,
     reasoning: init.reasoning,
+    logprobs: init.logprobs ?? false,
   };
+}
+
+/** GenerateDelta.logprobs → OpenAI's entries (`bytes` as a list of numbers). */
+export function logprobEntries(entries: readonly GenerateDelta["logprobs"][number][]): TokenLogprob[] {
+  return entries.map((e) => ({
+    token: e.token,
+    logprob: e.logprob,
+    bytes: [...e.bytes],
+    top_logprobs: e.topLogprobs.map((t) => ({ token: t.token, logprob: t.logprob, bytes: [...t.bytes] })),
+  }));
 }
 
 /** A generation that ended without its Finished event. */
@@ -127,6 +111,7 @@ export function completionFromEvents(events: Iterable<GenerateResponse>, meta: C
   let finished: GenerateFinished | undefined;
   let content = "";
   let reasoning = "";
+  const tokens: TokenLogprob[] = [];
   const calls = new Map<number, CompletionToolCall>();
   for (const { event } of events) {
     switch (event.case) {
@@ -136,6 +121,7 @@ export function completionFromEvents(events: Iterable<GenerateResponse>, meta: C
       case "delta":
         content += event.value.content;
         reasoning += event.value.reasoning;
+        if (meta.logprobs) tokens.push(...logprobEntries(event.value.logprobs));
         for (const piece of event.value.toolCalls) {
           const call = calls.get(piece.index);
           if (call === undefined) {
@@ -165,7 +151,14 @@ export function completionFromEvents(events: Iterable<GenerateResponse>, meta: C
     object: "chat.completion",
     created: meta.created,
     model: started?.model || meta.model,
-    choices: [{ index: 0, message, finish_reason: finishReasonName(finished.finishReason, toolCalls.length > 0), logprobs: null }],
+    choices: [
+      {
+        index: 0,
+        message,
+        finish_reason: finishReasonName(finished.finishReason, toolCalls.length > 0),
+        logprobs: meta.logprobs ? { content: tokens, refusal: null } : null,
+      },
+    ],
     usage: usageOf(finished, started),
   };
 }
@@ -179,8 +172,11 @@ export async function collectCompletion(events: AsyncIterable<GenerateResponse>,
 
 /**
  * Builds the chunks of one streamed completion, event by event: the role first, then a chunk
- * per delta with its content / reasoning / tool-call pieces, then one chunk with the
- * finish_reason and, last, a chunk with `choices: []` and the usage.
+ * per delta with its content / reasoning / tool-call pieces (and logprobs entries), then one
+ * chunk with the finish_reason. The usage goes on that last chunk, so the last event before
+ * [DONE] carries it (the API document) while every chunk has a choice (the common client loop
+ * reads `choices[0]`); with `include_usage`, as OpenAI does, it comes instead in one more
+ * chunk with `choices: []`.
  */
 export interface ChunkBuilder {
   fromEvent(event: GenerateResponse): ChatCompletionChunk[];
@@ -190,7 +186,7 @@ export interface ChunkBuilder {
   readonly deltasSent: number;
 }
 
-export function createChunkBuilder(meta: CompletionMeta): ChunkBuilder {
+export function createChunkBuilder(meta: CompletionMeta, options: { includeUsage?: boolean } = {}): ChunkBuilder {
   let model = meta.model;
   let roleSent = false;
   let sawToolCall = false;
@@ -198,14 +194,15 @@ export function createChunkBuilder(meta: CompletionMeta): ChunkBuilder {
   const usage: { promptTokens: number; completionTokens: number | undefined } = { promptTokens: 0, completionTokens: undefined };
 
   const chunk = (
-    delta: ChatCompletionChunk["choices"][number]["delta"],
+    delta: ChunkDelta,
     finishReason: FinishReasonName | null = null,
+    logprobs: ChoiceLogprobs = null,
   ): ChatCompletionChunk => ({
     id: meta.id,
     object: "chat.completion.chunk",
     created: meta.created,
     model,
-    choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }],
+    choices: [{ index: 0, delta, finish_reason: finishReason, logprobs }],
   });
   const roleChunk = (): ChatCompletionChunk[] => {
     if (roleSent) return [];
@@ -228,10 +225,11 @@ export function createChunkBuilder(meta: CompletionMeta): ChunkBuilder {
           return roleChunk();
         case "delta": {
           const delta = deltaOf(event.value);
-          if (delta === null) return [];
-          deltasSent++;
-          if (delta.tool_calls !== undefined) sawToolCall = true;
-          return [...roleChunk(), chunk(delta)];
+          const entries = meta.logprobs && event.value.logprobs.length > 0 ? logprobEntries(event.value.logprobs) : undefined;
+          if (delta === null && entries === undefined) return [];
+          if (delta !== null) deltasSent++;
+          if (delta?.tool_calls !== undefined) sawToolCall = true;
+          return [...roleChunk(), chunk(delta ?? {}, null, entries === undefined ? null : { content: entries, refusal: null })];
         }
         case "step":
           return [{ ...chunk({}), choices: [], denoising: denoisingOf(event.value) }];
@@ -244,6 +242,7 @@ export function createChunkBuilder(meta: CompletionMeta): ChunkBuilder {
           usage.promptTokens = final.prompt_tokens;
           usage.completionTokens = final.completion_tokens;
           const last = chunk({}, finishReasonName(event.value.finishReason, sawToolCall));
+          if (options.includeUsage !== true) return [...roleChunk(), { ...last, usage: final }];
           const usageChunk: ChatCompletionChunk = { ...chunk({}), choices: [], usage: final };
           return [...roleChunk(), last, usageChunk];
         }
@@ -254,8 +253,8 @@ export function createChunkBuilder(meta: CompletionMeta): ChunkBuilder {
   };
 }
 
-function deltaOf(delta: GenerateDelta): ChatCompletionChunk["choices"][number]["delta"] | null {
-  const out: ChatCompletionChunk["choices"][number]["delta"] = {};
+function deltaOf(delta: GenerateDelta): ChunkDelta | null {
+  const out: ChunkDelta = {};
   if (delta.content !== "") out.content = delta.content;
   if (delta.reasoning !== "") out.reasoning = delta.reasoning;
   if (delta.toolCalls.length > 0) {
@@ -303,8 +302,9 @@ export async function streamCompletion(
   events: AsyncIterable<GenerateResponse>,
   meta: CompletionMeta,
   toErrorBody: (err: unknown) => StreamErrorBody,
+  options: { includeUsage?: boolean } = {},
 ): Promise<StreamOutcome> {
-  const builder = createChunkBuilder(meta);
+  const builder = createChunkBuilder(meta, options);
   const outcome = (kind: StreamOutcome["outcome"], error?: unknown): StreamOutcome => ({
     outcome: kind,
     promptTokens: builder.usage.promptTokens,

@@ -73,7 +73,7 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
         const { message, param, code } = parsed.error;
         throw new HttpError(400, "invalid_request_error", message, { code: code ?? "invalid_request", param });
       }
-      const { request, stream } = parsed;
+      const { request, stream, includeUsage } = parsed;
       const asked = request.model;
       ctx.log.model = asked;
 
@@ -107,7 +107,11 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
       const maxTokens = request.options?.maxTokens || DEFAULT_MAX_TOKENS;
       await ctx.admit(UsageKind.TEXT, counted.tokens + maxTokens);
 
-      const meta = createCompletionMeta({ model: shownModel, reasoning: request.options?.enableThinking ?? false });
+      const meta = createCompletionMeta({
+        model: shownModel,
+        reasoning: request.options?.enableThinking ?? false,
+        logprobs: request.options?.logprobs ?? false,
+      });
       const delivered = { text: "" };
       if (!stream) {
         const completion = await collectCompletion(
@@ -128,6 +132,7 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
         shownAs(inference.generate(request, { signal }), servingId, shownModel, delivered),
         meta,
         streamErrorBody,
+        { includeUsage },
       );
       let completionTokens = outcome.completionTokens;
       if (completionTokens === undefined) {

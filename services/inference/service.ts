@@ -12,15 +12,18 @@ import {
   type GenerateResponse,
   type GetModelInfoRequest,
   type ScoreRequest,
+  type TokenLogprob,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import type { Logger } from "../../lib/logger.js";
 import { buildChatPrompt, type ChatInput, type ChatPrompt } from "./chat-prompt.js";
+import type { CommittedLogprob } from "./decoder/logprobs.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
 import { DEFAULT_GRAMMAR_OPTIONS, grammarsForModel, type GrammarOptions } from "./grammar/model-grammars.js";
 import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
 import type { ModelPool } from "./model-pool.js";
 import { stepEvent } from "./denoise-event.js";
+import { tokenLogprobs } from "./logprob-entries.js";
 import { createReplyParser, type ReplyDelta } from "./reply-parser.js";
 import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate } from "./required-tool.js";
 import type { GenerationEvent } from "./scheduler.js";
@@ -44,6 +47,9 @@ const FINISH_REASONS = {
   length: FinishReason.LENGTH,
   tool_calls: FinishReason.TOOL_CALLS,
 } as const;
+
+/** OpenAI's most alternatives per token. */
+const MAX_TOP_LOGPROBS = 20;
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
 
@@ -131,6 +137,8 @@ export function createInferenceService({ pool, logger, workerId, grammar }: Infe
       }
       const maxTokens = effectiveMaxTokens(options?.maxTokens ?? 0, ids.length, context);
       const tokenizer = engine.model.tokenizer;
+      const logprobs = options?.logprobs === true ? { top: Math.min(options.topLogprobs, MAX_TOP_LOGPROBS) } : undefined;
+      const entriesOf = (committed: CommittedLogprob[] | undefined) => tokenLogprobs(tokenizer, committed);
       let events: AsyncIterable<GenerationEvent>;
       try {
         events = await engine.scheduler.generate(
@@ -140,6 +148,7 @@ export function createInferenceService({ pool, logger, workerId, grammar }: Infe
             policy: engine.policy,
             stops: new StopMatcher(stop),
             decode: tokenizer.decode,
+            ...(logprobs !== undefined ? { logprobs } : {}),
             ...(grammar !== undefined ? { grammar } : {}),
           },
           ctx.signal,
@@ -167,14 +176,14 @@ export function createInferenceService({ pool, logger, workerId, grammar }: Infe
             continue;
           }
           if (event.type === "block") {
-            const delta = deltaOf(parser.push(event.block.text), event.block.blockIndex);
+            const delta = deltaOf(parser.push(event.block.text), event.block.blockIndex, entriesOf(event.block.logprobs));
             if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
             continue;
           }
           const { finished, forwardPasses } = event;
           const tail = parser.push(finished.last.text);
           const end = parser.finish();
-          const delta = deltaOf(merge(tail, end), finished.last.blockIndex);
+          const delta = deltaOf(merge(tail, end), finished.last.blockIndex, entriesOf(finished.last.logprobs));
           if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
           const reason = finished.reason === "stop" && end.sawToolCall ? "tool_calls" : finished.reason;
           if (finished.grammar?.deadEnd === true) {
@@ -269,12 +278,13 @@ function merge(a: ReplyDelta, b: ReplyDelta): ReplyDelta {
   return { content: a.content + b.content, reasoning: a.reasoning + b.reasoning, toolCalls };
 }
 
-function deltaOf(d: ReplyDelta, blockIndex: number): GenerateDelta | undefined {
-  if (d.content === "" && d.reasoning === "" && d.toolCalls.length === 0) return undefined;
+function deltaOf(d: ReplyDelta, blockIndex: number, logprobs: TokenLogprob[]): GenerateDelta | undefined {
+  if (d.content === "" && d.reasoning === "" && d.toolCalls.length === 0 && logprobs.length === 0) return undefined;
   return create(GenerateDeltaSchema, {
     content: d.content,
     reasoning: d.reasoning,
     blockIndex,
+    logprobs,
     toolCalls: d.toolCalls.map((c) =>
       create(ToolCallDeltaSchema, { index: c.index, id: c.id ?? "", name: c.name ?? "", arguments: c.arguments }),
     ),

@@ -1,4 +1,5 @@
 import { Tokenizer } from "@huggingface/tokenizers";
+import { createTokenBytes } from "./token-bytes.js";
 
 /**
  * The model's tokenizer as the engine uses it: the prompt is rendered by the chat template
@@ -10,15 +11,19 @@ export interface TextTokenizer {
   decode(ids: readonly number[]): string;
   /** The id of a token given by its text, or undefined. */
   tokenId(token: string): number | undefined;
+  /** A token's exact bytes (token-bytes.ts); without it, the UTF-8 of its decoded text. */
+  tokenBytes?(id: number): Uint8Array;
 }
 
 export function createTextTokenizer(tokenizerJson: object, tokenizerConfig: object): TextTokenizer {
   const tokenizer = new Tokenizer(tokenizerJson, tokenizerConfig);
+  // The library refuses an empty list.
+  const decode = (ids: readonly number[]) =>
+    ids.length === 0 ? "" : tokenizer.decode(ids as number[], { skip_special_tokens: false, clean_up_tokenization_spaces: false });
   return {
     encode: (text) => (text === "" ? [] : tokenizer.encode(text, { add_special_tokens: false }).ids),
-    // The library refuses an empty list.
-    decode: (ids) =>
-      ids.length === 0 ? "" : tokenizer.decode(ids as number[], { skip_special_tokens: false, clean_up_tokenization_spaces: false }),
+    decode,
     tokenId: (token) => tokenizer.token_to_id(token),
+    tokenBytes: createTokenBytes(tokenizerJson, (id) => tokenizer.id_to_token(id), decode),
   };
 }

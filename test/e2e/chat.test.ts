@@ -146,7 +146,7 @@ describe("chat completions: streaming", () => {
     expect(joined(chunks, "content")).toBe(plain.choices[0]!.message.content);
   });
 
-  it("sends usage last even without stream_options, on the wire as SSE ending in [DONE]", async () => {
+  it("without include_usage: usage on the finish_reason chunk, the last before [DONE], on the wire as SSE", async () => {
     const res = await tessera.fetch("/v1/chat/completions", {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -163,13 +163,16 @@ describe("chat completions: streaming", () => {
       .map((e) => e.slice(6));
     expect(events.at(-1)).toBe("[DONE]");
     const beforeDone = JSON.parse(events.at(-2)!);
-    expect(beforeDone.choices).toEqual([]);
+    expect(beforeDone.choices).toHaveLength(1);
+    expect(["stop", "length"]).toContain(beforeDone.choices[0].finish_reason);
     expect(beforeDone.usage.total_tokens).toBe(beforeDone.usage.prompt_tokens + beforeDone.usage.completion_tokens);
+    // Every chunk has a choice: the usual `chunk.choices[0].delta` loop never throws.
+    for (const event of events.slice(0, -1)) expect(JSON.parse(event).choices).toHaveLength(1);
   });
 
   it("streams max_tokens 5 to finish_reason length", async () => {
     const chunks = await streamAll({ max_tokens: 5 });
-    expect(chunks.at(-2)!.choices[0]!.finish_reason).toBe("length");
+    expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe("length");
     expect(chunks.at(-1)!.usage!.completion_tokens).toBeLessThanOrEqual(5);
   });
 });

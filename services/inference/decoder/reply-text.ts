@@ -66,6 +66,11 @@ export class ReplyText {
     private readonly stops: StopMatcher,
   ) {}
 
+  /** Characters of the reply text sent so far. */
+  get sentLength(): number {
+    return this.sent;
+  }
+
   /** The new text after the reply's completed blocks `tokens`. */
   blockDelta(tokens: readonly number[]): string {
     const safe = withoutIncompleteTail(this.decode(tokens));

@@ -2,6 +2,7 @@ import { ConstrainedSpan } from "../grammar/constrained-span.js";
 import type { GrammarReport, SequenceGrammar } from "../grammar/sequence-grammar.js";
 import type { ForwardOutputs, KVShape } from "./forward.js";
 import { SequenceKV } from "./kv-cache.js";
+import { type CommittedLogprob, logprobsAt } from "./logprobs.js";
 import { type Commit, type Guess, mostConfident, type StepContext, type UnmaskPolicy } from "./policies/policy.js";
 import { ReplyText, type StopMatcher, withoutIncompleteTail } from "./reply-text.js";
 import { bannedTokens, guessAt, guessWithTop, readoutGuess } from "./unmask.js";
@@ -27,6 +28,8 @@ export interface SequenceParams {
   policy: UnmaskPolicy;
   stops: StopMatcher;
   decode: (ids: readonly number[]) => string;
+  /** Record each reply token's log-probability and `top` alternatives (logprobs.ts); the forwards then fetch the logits. */
+  logprobs?: { top: number };
   /** Decode the reply under this grammar (grammar/constrained-span.ts); the policy decodes the rest. */
   grammar?: SequenceGrammar;
 }
@@ -35,6 +38,8 @@ export interface BlockText {
   /** Generation block the text was committed in, from 0. */
   blockIndex: number;
   text: string;
+  /** With `logprobs`: the entries of the reply tokens whose text is now sent, next in reply order. */
+  logprobs?: CommittedLogprob[];
 }
 
 export interface Finished {
@@ -88,6 +93,11 @@ export class Sequence {
   private stopCheckedUpTo = 0;
   /** The guesses of the current block's earlier steps, for the policy. */
   private history: Guess[][] = [];
+  /** With `logprobs`: entries of the completed blocks' reply tokens, of the current block's positions, and how many were sent. */
+  private readonly replyLogprobs: CommittedLogprob[] = [];
+  private blockLogprobs: (CommittedLogprob | undefined)[] = [];
+  private logprobsSent = 0;
+  private steps = 0;
   private readonly span: ConstrainedSpan | undefined;
 
   constructor(
@@ -185,9 +195,11 @@ export class Sequence {
       this.pendingClean = null;
     }
     const commits = this.span?.take() ?? this.choose(out, offset);
+    this.steps++;
     for (const c of commits) {
       this.block[c.index] = c.token;
       this.masked[c.index] = false;
+      if (this.params.logprobs !== undefined) this.recordLogprob(out, offset + c.index, c.index, c.token);
     }
     this.lastCommitted = commits.length;
     if (this.span?.report.deadEnd === true) return { finished: this.finishAtFrontier() };
@@ -203,6 +215,7 @@ export class Sequence {
     const firstReply = Math.max(0, this.promptLength - this.blockStart);
     for (let j = firstReply; j < this.block.length; j++) this.replyDone.push(this.block[j]!);
     const block: BlockText = { blockIndex: this.blockIndex, text: this.text.blockDelta(this.replyDone) };
+    if (this.params.logprobs !== undefined) block.logprobs = this.blockLogprobsSent(firstReply);
     if (this.blockStart + this.block.length >= this.model.maxPositions) {
       return { block, finished: this.finish("length", this.replyDone.length) };
     }
@@ -222,7 +235,40 @@ export class Sequence {
   /** Whether the next step needs the logits rather than the greedy readout. */
   get wantsLogits(): boolean {
     const policy = this.params.policy;
-    return policy.needsLogits === true || (policy.topK ?? 1) > 1 || this.constrained;
+    return policy.needsLogits === true || (policy.topK ?? 1) > 1 || this.constrained || this.params.logprobs !== undefined;
+  }
+
+  private recordLogprob(out: ForwardOutputs, slot: number, index: number, token: number): void {
+    if (out.logits === undefined) throw new Error("logprobs need the forward's logits");
+    const V = this.model.vocabSize;
+    const { logprob, top } = logprobsAt(out.logits, slot * V, V, this.banned, token, this.params.logprobs!.top);
+    this.blockLogprobs[index] = { token, logprob, top, step: this.steps };
+  }
+
+  /**
+   * Moves the completed block's entries to the reply's and returns those of the tokens whose
+   * text has been sent (a held-back end may still be trimmed by a stop sequence).
+   */
+  private blockLogprobsSent(firstReply: number): CommittedLogprob[] {
+    for (let j = firstReply; j < this.block.length; j++) this.replyLogprobs.push(this.blockLogprobs[j]!);
+    const sent = this.text.sentLength;
+    let lo = this.logprobsSent;
+    let hi = this.replyDone.length;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (withoutIncompleteTail(this.params.decode(this.replyDone.slice(0, mid))).length <= sent) lo = mid;
+      else hi = mid - 1;
+    }
+    const entries = this.replyLogprobs.slice(this.logprobsSent, lo);
+    this.logprobsSent = lo;
+    return entries;
+  }
+
+  /** The entries not sent yet of the final reply's first `end` tokens. */
+  private finalLogprobs(end: number): CommittedLogprob[] {
+    const firstReply = Math.max(0, this.promptLength - this.blockStart);
+    const all = [...this.replyLogprobs, ...(this.blockLogprobs.slice(firstReply) as CommittedLogprob[])];
+    return all.slice(this.logprobsSent, end);
   }
 
   /** The policy's commits for this step; `offset` is the block's first slot in the output. */
@@ -281,6 +327,7 @@ export class Sequence {
     this.block = new Array<number>(length).fill(this.model.maskTokenId);
     this.masked = new Array<boolean>(length).fill(true);
     this.history = [];
+    this.blockLogprobs = [];
     for (let j = 0; j < fixed.length; j++) {
       this.block[j] = fixed[j]!;
       this.masked[j] = false;
@@ -322,7 +369,7 @@ export class Sequence {
     this.done = true;
     const tokens = this.reply(end);
     const text = this.params.decode(tokens);
-    return { reason, completionTokens: end, last: this.lastPiece(text), text, tokens, ...this.grammarReport() };
+    return { reason, completionTokens: end, last: this.lastPiece(text, end), text, tokens, ...this.grammarReport() };
   }
 
   private grammarReport(): { grammar?: GrammarReport } {
@@ -383,10 +430,19 @@ export class Sequence {
       if (withoutIncompleteTail(this.params.decode(all.slice(0, mid))).length >= match.start) hi = mid;
       else lo = mid + 1;
     }
-    return { reason: "stop", completionTokens: lo, last: this.lastPiece(text), text, tokens: all.slice(0, lo), ...this.grammarReport() };
+    return {
+      reason: "stop",
+      completionTokens: lo,
+      last: this.lastPiece(text, lo),
+      text,
+      tokens: all.slice(0, lo),
+      ...this.grammarReport(),
+    };
   }
 
-  private lastPiece(text: string): BlockText {
-    return { blockIndex: this.blockIndex, text: this.text.finalDelta(text) };
+  private lastPiece(text: string, end: number): BlockText {
+    const last: BlockText = { blockIndex: this.blockIndex, text: this.text.finalDelta(text) };
+    if (this.params.logprobs !== undefined) last.logprobs = this.finalLogprobs(end);
+    return last;
   }
 }

@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file tessera/inference/v1/inference.proto.
  */
 export const file_tessera_inference_v1_inference: GenFile = /*@__PURE__*/
-  fileDesc("CiR0ZXNzZXJhL2luZmVyZW5jZS92MS9pbmZlcmVuY2UucHJvdG8SFHRlc3NlcmEuaW5mZXJlbmNlLnYxIicKCEltYWdlVXJsEgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiWgoLQ29udGVudFBhcnQSDgoEdGV4dBgBIAEoCUgAEjMKCWltYWdlX3VybBgCIAEoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkltYWdlVXJsSABCBgoEcGFydCI3CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSLWAQoLQ2hhdE1lc3NhZ2USKAoEcm9sZRgBIAEoDjIaLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJvbGUSMgoHY29udGVudBgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbnRlbnRQYXJ0EgwKBG5hbWUYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglyZWFzb25pbmcYBiABKAkiYAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJlCgpUb29sQ2hvaWNlEjQKBG1vZGUYASABKA4yJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlTW9kZUgAEhcKDWZ1bmN0aW9uX25hbWUYAiABKAlIAEIICgZjaG9pY2UidgoOUmVzcG9uc2VGb3JtYXQSNgoEdHlwZRgBIAEoDjIoLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJlc3BvbnNlRm9ybWF0VHlwZRIsCgtqc29uX3NjaGVtYRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3Qi3wEKEUdlbmVyYXRpb25PcHRpb25zEhIKCm1heF90b2tlbnMYASABKA0SDAoEc3RvcBgCIAMoCRI9Cg9yZXNwb25zZV9mb3JtYXQYAyABKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5SZXNwb25zZUZvcm1hdBIXCg9lbmFibGVfdGhpbmtpbmcYBCABKAgSNQoLdG9vbF9jaG9pY2UYBSABKAsyIC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlEhkKEWluY2x1ZGVfZGVub2lzaW5nGAYgASgIItgBCg9HZW5lcmF0ZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIzCghtZXNzYWdlcxgDIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNoYXRNZXNzYWdlEjMKBXRvb2xzGAQgAygLMiQudGVzc2VyYS5pbmZlcmVuY2UudjEuVG9vbERlZmluaXRpb24SOAoHb3B0aW9ucxgFIAEoCzInLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRpb25PcHRpb25zIk8KBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SGQoRY29tcGxldGlvbl90b2tlbnMYAiABKA0SFAoMdG90YWxfdG9rZW5zGAMgASgNIkoKD0dlbmVyYXRlU3RhcnRlZBINCgVtb2RlbBgBIAEoCRIVCg1wcm9tcHRfdG9rZW5zGAIgASgNEhEKCXdvcmtlcl9pZBgDIAEoCSJLCg1Ub29sQ2FsbERlbHRhEg0KBWluZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJIoEBCg1HZW5lcmF0ZURlbHRhEg8KB2NvbnRlbnQYASABKAkSEQoJcmVhc29uaW5nGAIgASgJEjcKCnRvb2xfY2FsbHMYAyADKAsyIy50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2FsbERlbHRhEhMKC2Jsb2NrX2luZGV4GAQgASgNIpEBChBHZW5lcmF0ZUZpbmlzaGVkEjkKDWZpbmlzaF9yZWFzb24YASABKA4yIi50ZXNzZXJhLmluZmVyZW5jZS52MS5GaW5pc2hSZWFzb24SKgoFdXNhZ2UYAiABKAsyGy50ZXNzZXJhLmluZmVyZW5jZS52MS5Vc2FnZRIWCg5mb3J3YXJkX3Bhc3NlcxgDIAEoDSJCCg5Db21taXR0ZWRUb2tlbhIQCghwb3NpdGlvbhgBIAEoDRIQCgh0b2tlbl9pZBgCIAEoDRIMCgR0ZXh0GAMgASgJIqMBCgxHZW5lcmF0ZVN0ZXASEwoLYmxvY2tfaW5kZXgYASABKA0SDAoEc3RlcBgCIAEoDRISCgpibG9ja19zaXplGAMgASgNEhMKC3JlcGx5X3N0YXJ0GAQgASgNEjcKCWNvbW1pdHRlZBgFIAMoCzIkLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbW1pdHRlZFRva2VuEg4KBm1hc2tlZBgGIAEoDSL7AQoQR2VuZXJhdGVSZXNwb25zZRI4CgdzdGFydGVkGAEgASgLMiUudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVTdGFydGVkSAASNAoFZGVsdGEYAiABKAsyIy50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZURlbHRhSAASOgoIZmluaXNoZWQYAyABKAsyJi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZUZpbmlzaGVkSAASMgoEc3RlcBgEIAEoCzIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlU3RlcEgAQgcKBWV2ZW50IisKC1Njb3JlU3VmZml4EgwKBHRleHQYASABKAkSDgoGbGFiZWxzGAIgAygJInYKDFNjb3JlUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEg4KBnByZWZpeBgDIAEoCRIzCghzdWZmaXhlcxgEIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlU3VmZml4IjUKDFN1ZmZpeFNjb3JlcxIOCgZsb2dpdHMYASADKAESFQoNc3VmZml4X3Rva2VucxgCIAEoDSJxCg1TY29yZVJlc3BvbnNlEjMKB3Jlc3VsdHMYASADKAsyIi50ZXNzZXJhLmluZmVyZW5jZS52MS5TdWZmaXhTY29yZXMSFQoNcHJlZml4X3Rva2VucxgCIAEoDRIUCgxpbnB1dF90b2tlbnMYAyABKA0i1QEKEkNvdW50VG9rZW5zUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIzCghtZXNzYWdlcxgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNoYXRNZXNzYWdlEjMKBXRvb2xzGAMgAygLMiQudGVzc2VyYS5pbmZlcmVuY2UudjEuVG9vbERlZmluaXRpb24SOAoHb3B0aW9ucxgEIAEoCzInLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRpb25PcHRpb25zEgwKBHRleHQYBSABKAkiJQoTQ291bnRUb2tlbnNSZXNwb25zZRIOCgZ0b2tlbnMYASABKA0iJAoTR2V0TW9kZWxJbmZvUmVxdWVzdBINCgVtb2RlbBgBIAEoCSLwAQoUR2V0TW9kZWxJbmZvUmVzcG9uc2USDQoFbW9kZWwYASABKAkSFQoNbWF4X3Bvc2l0aW9ucxgCIAEoDRISCgpibG9ja19zaXplGAMgASgNEhcKD3N1cHBvcnRzX2ltYWdlcxgEIAEoCBIWCg5zdXBwb3J0c190b29scxgFIAEoCBIZChFzdXBwb3J0c190aGlua2luZxgGIAEoCBIpCghkZWNpc2lvbhgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEwoLc2xvdHNfdG90YWwYCCABKA0SEgoKc2xvdHNfZnJlZRgJIAEoDSIpCgpPdmVybG9hZGVkEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYASABKA0qXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9TWVNURU0QARINCglST0xFX1VTRVIQAhISCg5ST0xFX0FTU0lTVEFOVBADEg0KCVJPTEVfVE9PTBAEKocBCg5Ub29sQ2hvaWNlTW9kZRIgChxUT09MX0NIT0lDRV9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVVE9PTF9DSE9JQ0VfTU9ERV9BVVRPEAESGQoVVE9PTF9DSE9JQ0VfTU9ERV9OT05FEAISHQoZVE9PTF9DSE9JQ0VfTU9ERV9SRVFVSVJFRBADKqUBChJSZXNwb25zZUZvcm1hdFR5cGUSJAogUkVTUE9OU0VfRk9STUFUX1RZUEVfVU5TUEVDSUZJRUQQABIdChlSRVNQT05TRV9GT1JNQVRfVFlQRV9URVhUEAESJAogUkVTUE9OU0VfRk9STUFUX1RZUEVfSlNPTl9PQkpFQ1QQAhIkCiBSRVNQT05TRV9GT1JNQVRfVFlQRV9KU09OX1NDSEVNQRADKn0KDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIcChhGSU5JU0hfUkVBU09OX1RPT0xfQ0FMTFMQAzKMAwoQSW5mZXJlbmNlU2VydmljZRJbCghHZW5lcmF0ZRIlLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlUmVxdWVzdBomLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlUmVzcG9uc2UwARJQCgVTY29yZRIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlUmVxdWVzdBojLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlUmVzcG9uc2USYgoLQ291bnRUb2tlbnMSKC50ZXNzZXJhLmluZmVyZW5jZS52MS5Db3VudFRva2Vuc1JlcXVlc3QaKS50ZXNzZXJhLmluZmVyZW5jZS52MS5Db3VudFRva2Vuc1Jlc3BvbnNlEmUKDEdldE1vZGVsSW5mbxIpLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdldE1vZGVsSW5mb1JlcXVlc3QaKi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZXRNb2RlbEluZm9SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("CiR0ZXNzZXJhL2luZmVyZW5jZS92MS9pbmZlcmVuY2UucHJvdG8SFHRlc3NlcmEuaW5mZXJlbmNlLnYxIicKCEltYWdlVXJsEgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiWgoLQ29udGVudFBhcnQSDgoEdGV4dBgBIAEoCUgAEjMKCWltYWdlX3VybBgCIAEoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkltYWdlVXJsSABCBgoEcGFydCI3CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSLWAQoLQ2hhdE1lc3NhZ2USKAoEcm9sZRgBIAEoDjIaLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJvbGUSMgoHY29udGVudBgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbnRlbnRQYXJ0EgwKBG5hbWUYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglyZWFzb25pbmcYBiABKAkiYAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJlCgpUb29sQ2hvaWNlEjQKBG1vZGUYASABKA4yJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlTW9kZUgAEhcKDWZ1bmN0aW9uX25hbWUYAiABKAlIAEIICgZjaG9pY2UidgoOUmVzcG9uc2VGb3JtYXQSNgoEdHlwZRgBIAEoDjIoLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJlc3BvbnNlRm9ybWF0VHlwZRIsCgtqc29uX3NjaGVtYRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QihwIKEUdlbmVyYXRpb25PcHRpb25zEhIKCm1heF90b2tlbnMYASABKA0SDAoEc3RvcBgCIAMoCRI9Cg9yZXNwb25zZV9mb3JtYXQYAyABKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5SZXNwb25zZUZvcm1hdBIXCg9lbmFibGVfdGhpbmtpbmcYBCABKAgSNQoLdG9vbF9jaG9pY2UYBSABKAsyIC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlEhkKEWluY2x1ZGVfZGVub2lzaW5nGAYgASgIEhAKCGxvZ3Byb2JzGAcgASgIEhQKDHRvcF9sb2dwcm9icxgIIAEoDSLYAQoPR2VuZXJhdGVSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSMwoIbWVzc2FnZXMYAyADKAsyIS50ZXNzZXJhLmluZmVyZW5jZS52MS5DaGF0TWVzc2FnZRIzCgV0b29scxgEIAMoCzIkLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xEZWZpbml0aW9uEjgKB29wdGlvbnMYBSABKAsyJy50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0aW9uT3B0aW9ucyJPCgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgNEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgNEhQKDHRvdGFsX3Rva2VucxgDIAEoDSJKCg9HZW5lcmF0ZVN0YXJ0ZWQSDQoFbW9kZWwYASABKAkSFQoNcHJvbXB0X3Rva2VucxgCIAEoDRIRCgl3b3JrZXJfaWQYAyABKAkiSwoNVG9vbENhbGxEZWx0YRINCgVpbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSK3AQoNR2VuZXJhdGVEZWx0YRIPCgdjb250ZW50GAEgASgJEhEKCXJlYXNvbmluZxgCIAEoCRI3Cgp0b29sX2NhbGxzGAMgAygLMiMudGVzc2VyYS5pbmZlcmVuY2UudjEuVG9vbENhbGxEZWx0YRITCgtibG9ja19pbmRleBgEIAEoDRI0Cghsb2dwcm9icxgFIAMoCzIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRva2VuTG9ncHJvYiI7CgpUb3BMb2dwcm9iEg0KBXRva2VuGAEgASgJEg8KB2xvZ3Byb2IYAiABKAESDQoFYnl0ZXMYAyABKAwigwEKDFRva2VuTG9ncHJvYhINCgV0b2tlbhgBIAEoCRIPCgdsb2dwcm9iGAIgASgBEg0KBWJ5dGVzGAMgASgMEjYKDHRvcF9sb2dwcm9icxgEIAMoCzIgLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvcExvZ3Byb2ISDAoEc3RlcBgFIAEoDSKRAQoQR2VuZXJhdGVGaW5pc2hlZBI5Cg1maW5pc2hfcmVhc29uGAEgASgOMiIudGVzc2VyYS5pbmZlcmVuY2UudjEuRmluaXNoUmVhc29uEioKBXVzYWdlGAIgASgLMhsudGVzc2VyYS5pbmZlcmVuY2UudjEuVXNhZ2USFgoOZm9yd2FyZF9wYXNzZXMYAyABKA0iQgoOQ29tbWl0dGVkVG9rZW4SEAoIcG9zaXRpb24YASABKA0SEAoIdG9rZW5faWQYAiABKA0SDAoEdGV4dBgDIAEoCSKjAQoMR2VuZXJhdGVTdGVwEhMKC2Jsb2NrX2luZGV4GAEgASgNEgwKBHN0ZXAYAiABKA0SEgoKYmxvY2tfc2l6ZRgDIAEoDRITCgtyZXBseV9zdGFydBgEIAEoDRI3Cgljb21taXR0ZWQYBSADKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Db21taXR0ZWRUb2tlbhIOCgZtYXNrZWQYBiABKA0i+wEKEEdlbmVyYXRlUmVzcG9uc2USOAoHc3RhcnRlZBgBIAEoCzIlLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlU3RhcnRlZEgAEjQKBWRlbHRhGAIgASgLMiMudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVEZWx0YUgAEjoKCGZpbmlzaGVkGAMgASgLMiYudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVGaW5pc2hlZEgAEjIKBHN0ZXAYBCABKAsyIi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZVN0ZXBIAEIHCgVldmVudCIrCgtTY29yZVN1ZmZpeBIMCgR0ZXh0GAEgASgJEg4KBmxhYmVscxgCIAMoCSJ2CgxTY29yZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIOCgZwcmVmaXgYAyABKAkSMwoIc3VmZml4ZXMYBCADKAsyIS50ZXNzZXJhLmluZmVyZW5jZS52MS5TY29yZVN1ZmZpeCI1CgxTdWZmaXhTY29yZXMSDgoGbG9naXRzGAEgAygBEhUKDXN1ZmZpeF90b2tlbnMYAiABKA0icQoNU2NvcmVSZXNwb25zZRIzCgdyZXN1bHRzGAEgAygLMiIudGVzc2VyYS5pbmZlcmVuY2UudjEuU3VmZml4U2NvcmVzEhUKDXByZWZpeF90b2tlbnMYAiABKA0SFAoMaW5wdXRfdG9rZW5zGAMgASgNItUBChJDb3VudFRva2Vuc1JlcXVlc3QSDQoFbW9kZWwYASABKAkSMwoIbWVzc2FnZXMYAiADKAsyIS50ZXNzZXJhLmluZmVyZW5jZS52MS5DaGF0TWVzc2FnZRIzCgV0b29scxgDIAMoCzIkLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xEZWZpbml0aW9uEjgKB29wdGlvbnMYBCABKAsyJy50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0aW9uT3B0aW9ucxIMCgR0ZXh0GAUgASgJIiUKE0NvdW50VG9rZW5zUmVzcG9uc2USDgoGdG9rZW5zGAEgASgNIiQKE0dldE1vZGVsSW5mb1JlcXVlc3QSDQoFbW9kZWwYASABKAki8AEKFEdldE1vZGVsSW5mb1Jlc3BvbnNlEg0KBW1vZGVsGAEgASgJEhUKDW1heF9wb3NpdGlvbnMYAiABKA0SEgoKYmxvY2tfc2l6ZRgDIAEoDRIXCg9zdXBwb3J0c19pbWFnZXMYBCABKAgSFgoOc3VwcG9ydHNfdG9vbHMYBSABKAgSGQoRc3VwcG9ydHNfdGhpbmtpbmcYBiABKAgSKQoIZGVjaXNpb24YByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC3Nsb3RzX3RvdGFsGAggASgNEhIKCnNsb3RzX2ZyZWUYCSABKA0iKQoKT3ZlcmxvYWRlZBIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAEgASgNKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg8KC1JPTEVfU1lTVEVNEAESDQoJUk9MRV9VU0VSEAISEgoOUk9MRV9BU1NJU1RBTlQQAxINCglST0xFX1RPT0wQBCqHAQoOVG9vbENob2ljZU1vZGUSIAocVE9PTF9DSE9JQ0VfTU9ERV9VTlNQRUNJRklFRBAAEhkKFVRPT0xfQ0hPSUNFX01PREVfQVVUTxABEhkKFVRPT0xfQ0hPSUNFX01PREVfTk9ORRACEh0KGVRPT0xfQ0hPSUNFX01PREVfUkVRVUlSRUQQAyqlAQoSUmVzcG9uc2VGb3JtYXRUeXBlEiQKIFJFU1BPTlNFX0ZPUk1BVF9UWVBFX1VOU1BFQ0lGSUVEEAASHQoZUkVTUE9OU0VfRk9STUFUX1RZUEVfVEVYVBABEiQKIFJFU1BPTlNFX0ZPUk1BVF9UWVBFX0pTT05fT0JKRUNUEAISJAogUkVTUE9OU0VfRk9STUFUX1RZUEVfSlNPTl9TQ0hFTUEQAyp9CgxGaW5pc2hSZWFzb24SHQoZRklOSVNIX1JFQVNPTl9VTlNQRUNJRklFRBAAEhYKEkZJTklTSF9SRUFTT05fU1RPUBABEhgKFEZJTklTSF9SRUFTT05fTEVOR1RIEAISHAoYRklOSVNIX1JFQVNPTl9UT09MX0NBTExTEAMyjAMKEEluZmVyZW5jZVNlcnZpY2USWwoIR2VuZXJhdGUSJS50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZVJlcXVlc3QaJi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZVJlc3BvbnNlMAESUAoFU2NvcmUSIi50ZXNzZXJhLmluZmVyZW5jZS52MS5TY29yZVJlcXVlc3QaIy50ZXNzZXJhLmluZmVyZW5jZS52MS5TY29yZVJlc3BvbnNlEmIKC0NvdW50VG9rZW5zEigudGVzc2VyYS5pbmZlcmVuY2UudjEuQ291bnRUb2tlbnNSZXF1ZXN0GikudGVzc2VyYS5pbmZlcmVuY2UudjEuQ291bnRUb2tlbnNSZXNwb25zZRJlCgxHZXRNb2RlbEluZm8SKS50ZXNzZXJhLmluZmVyZW5jZS52MS5HZXRNb2RlbEluZm9SZXF1ZXN0GioudGVzc2VyYS5pbmZlcmVuY2UudjEuR2V0TW9kZWxJbmZvUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * ImageUrl is an image given by URL, in the OpenAI shape. Only `data:` URLs are ever read.
@@ -317,6 +317,20 @@ export type GenerationOptions = Message<"tessera.inference.v1.GenerationOptions"
    * @generated from field: bool include_denoising = 6;
    */
   includeDenoising: boolean;
+
+  /**
+   * logprobs asks for each reply token's log-probability (GenerateDelta.logprobs).
+   *
+   * @generated from field: bool logprobs = 7;
+   */
+  logprobs: boolean;
+
+  /**
+   * top_logprobs is how many alternatives (0 to 20) each token's entry lists, with logprobs.
+   *
+   * @generated from field: uint32 top_logprobs = 8;
+   */
+  topLogprobs: number;
 };
 
 /**
@@ -520,6 +534,14 @@ export type GenerateDelta = Message<"tessera.inference.v1.GenerateDelta"> & {
    * @generated from field: uint32 block_index = 4;
    */
   blockIndex: number;
+
+  /**
+   * logprobs are, when asked for, the entries of the next reply tokens whose text has been
+   * sent, in reply order: over the whole stream, one per completion token.
+   *
+   * @generated from field: repeated tessera.inference.v1.TokenLogprob logprobs = 5;
+   */
+  logprobs: TokenLogprob[];
 };
 
 /**
@@ -528,6 +550,92 @@ export type GenerateDelta = Message<"tessera.inference.v1.GenerateDelta"> & {
  */
 export const GenerateDeltaSchema: GenMessage<GenerateDelta> = /*@__PURE__*/
   messageDesc(file_tessera_inference_v1_inference, 12);
+
+/**
+ * TopLogprob is one candidate token at a reply position.
+ *
+ * @generated from message tessera.inference.v1.TopLogprob
+ */
+export type TopLogprob = Message<"tessera.inference.v1.TopLogprob"> & {
+  /**
+   * token is the token's text (invalid UTF-8 of a partial character replaced by U+FFFD).
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * logprob is its natural log-probability under the softmax over the vocabulary (mask and
+   * pad excluded) of the forward that committed the position.
+   *
+   * @generated from field: double logprob = 2;
+   */
+  logprob: number;
+
+  /**
+   * bytes are the token's UTF-8 bytes.
+   *
+   * @generated from field: bytes bytes = 3;
+   */
+  bytes: Uint8Array;
+};
+
+/**
+ * Describes the message tessera.inference.v1.TopLogprob.
+ * Use `create(TopLogprobSchema)` to create a new message.
+ */
+export const TopLogprobSchema: GenMessage<TopLogprob> = /*@__PURE__*/
+  messageDesc(file_tessera_inference_v1_inference, 13);
+
+/**
+ * TokenLogprob is a reply token with its log-probability and the most probable alternatives
+ * at its position, all read from the logits of the denoising step that committed it.
+ *
+ * @generated from message tessera.inference.v1.TokenLogprob
+ */
+export type TokenLogprob = Message<"tessera.inference.v1.TokenLogprob"> & {
+  /**
+   * token is the committed token's text.
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * logprob is the committed token's log-probability at that step.
+   *
+   * @generated from field: double logprob = 2;
+   */
+  logprob: number;
+
+  /**
+   * bytes are the committed token's UTF-8 bytes.
+   *
+   * @generated from field: bytes bytes = 3;
+   */
+  bytes: Uint8Array;
+
+  /**
+   * top_logprobs are the most probable tokens at that step, best first (as many as asked).
+   *
+   * @generated from field: repeated tessera.inference.v1.TopLogprob top_logprobs = 4;
+   */
+  topLogprobs: TopLogprob[];
+
+  /**
+   * step is the denoising step (forward of this sequence, from 1) that committed the token.
+   *
+   * @generated from field: uint32 step = 5;
+   */
+  step: number;
+};
+
+/**
+ * Describes the message tessera.inference.v1.TokenLogprob.
+ * Use `create(TokenLogprobSchema)` to create a new message.
+ */
+export const TokenLogprobSchema: GenMessage<TokenLogprob> = /*@__PURE__*/
+  messageDesc(file_tessera_inference_v1_inference, 14);
 
 /**
  * GenerateFinished is the last event of a generation.
@@ -562,7 +670,7 @@ export type GenerateFinished = Message<"tessera.inference.v1.GenerateFinished"> 
  * Use `create(GenerateFinishedSchema)` to create a new message.
  */
 export const GenerateFinishedSchema: GenMessage<GenerateFinished> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 13);
+  messageDesc(file_tessera_inference_v1_inference, 15);
 
 /**
  * CommittedToken is one position of the current block committed by a denoising forward.
@@ -597,7 +705,7 @@ export type CommittedToken = Message<"tessera.inference.v1.CommittedToken"> & {
  * Use `create(CommittedTokenSchema)` to create a new message.
  */
 export const CommittedTokenSchema: GenMessage<CommittedToken> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 14);
+  messageDesc(file_tessera_inference_v1_inference, 16);
 
 /**
  * GenerateStep is one denoising forward of the current block, sent only when the request's
@@ -655,7 +763,7 @@ export type GenerateStep = Message<"tessera.inference.v1.GenerateStep"> & {
  * Use `create(GenerateStepSchema)` to create a new message.
  */
 export const GenerateStepSchema: GenMessage<GenerateStep> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 15);
+  messageDesc(file_tessera_inference_v1_inference, 17);
 
 /**
  * GenerateResponse is one event of a generation stream.
@@ -708,7 +816,7 @@ export type GenerateResponse = Message<"tessera.inference.v1.GenerateResponse"> 
  * Use `create(GenerateResponseSchema)` to create a new message.
  */
 export const GenerateResponseSchema: GenMessage<GenerateResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 16);
+  messageDesc(file_tessera_inference_v1_inference, 18);
 
 /**
  * ScoreSuffix is one question of a Score request.
@@ -737,7 +845,7 @@ export type ScoreSuffix = Message<"tessera.inference.v1.ScoreSuffix"> & {
  * Use `create(ScoreSuffixSchema)` to create a new message.
  */
 export const ScoreSuffixSchema: GenMessage<ScoreSuffix> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 17);
+  messageDesc(file_tessera_inference_v1_inference, 19);
 
 /**
  * ScoreRequest asks for option logits of many suffixes that share one prefix.
@@ -779,7 +887,7 @@ export type ScoreRequest = Message<"tessera.inference.v1.ScoreRequest"> & {
  * Use `create(ScoreRequestSchema)` to create a new message.
  */
 export const ScoreRequestSchema: GenMessage<ScoreRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 18);
+  messageDesc(file_tessera_inference_v1_inference, 20);
 
 /**
  * SuffixScores are the readout of one suffix.
@@ -808,7 +916,7 @@ export type SuffixScores = Message<"tessera.inference.v1.SuffixScores"> & {
  * Use `create(SuffixScoresSchema)` to create a new message.
  */
 export const SuffixScoresSchema: GenMessage<SuffixScores> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 19);
+  messageDesc(file_tessera_inference_v1_inference, 21);
 
 /**
  * ScoreResponse holds the readout of every suffix.
@@ -843,7 +951,7 @@ export type ScoreResponse = Message<"tessera.inference.v1.ScoreResponse"> & {
  * Use `create(ScoreResponseSchema)` to create a new message.
  */
 export const ScoreResponseSchema: GenMessage<ScoreResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 20);
+  messageDesc(file_tessera_inference_v1_inference, 22);
 
 /**
  * CountTokensRequest asks for the token count of a conversation or a text.
@@ -892,7 +1000,7 @@ export type CountTokensRequest = Message<"tessera.inference.v1.CountTokensReques
  * Use `create(CountTokensRequestSchema)` to create a new message.
  */
 export const CountTokensRequestSchema: GenMessage<CountTokensRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 21);
+  messageDesc(file_tessera_inference_v1_inference, 23);
 
 /**
  * CountTokensResponse is the token count.
@@ -913,7 +1021,7 @@ export type CountTokensResponse = Message<"tessera.inference.v1.CountTokensRespo
  * Use `create(CountTokensResponseSchema)` to create a new message.
  */
 export const CountTokensResponseSchema: GenMessage<CountTokensResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 22);
+  messageDesc(file_tessera_inference_v1_inference, 24);
 
 /**
  * GetModelInfoRequest names a model.
@@ -934,7 +1042,7 @@ export type GetModelInfoRequest = Message<"tessera.inference.v1.GetModelInfoRequ
  * Use `create(GetModelInfoRequestSchema)` to create a new message.
  */
 export const GetModelInfoRequestSchema: GenMessage<GetModelInfoRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 23);
+  messageDesc(file_tessera_inference_v1_inference, 25);
 
 /**
  * GetModelInfoResponse describes a loaded model.
@@ -1011,7 +1119,7 @@ export type GetModelInfoResponse = Message<"tessera.inference.v1.GetModelInfoRes
  * Use `create(GetModelInfoResponseSchema)` to create a new message.
  */
 export const GetModelInfoResponseSchema: GenMessage<GetModelInfoResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 24);
+  messageDesc(file_tessera_inference_v1_inference, 26);
 
 /**
  * Overloaded is the error detail of a request refused because every generation slot and the
@@ -1033,7 +1141,7 @@ export type Overloaded = Message<"tessera.inference.v1.Overloaded"> & {
  * Use `create(OverloadedSchema)` to create a new message.
  */
 export const OverloadedSchema: GenMessage<Overloaded> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 25);
+  messageDesc(file_tessera_inference_v1_inference, 27);
 
 /**
  * Role is the author of a chat message.
