@@ -18,7 +18,7 @@ import type {
   TokenLogprob,
 } from "../schemas/chat-response.js";
 import type { SseWriter } from "../sse.js";
-import { denoisingOf, type DenoisingStep } from "./denoising.js";
+import { denoisingOf } from "./denoising.js";
 
 /**
  * Inference Generate events → OpenAI chat.completion (JSON) and chat.completion.chunk (SSE)
