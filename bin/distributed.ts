@@ -8,6 +8,7 @@ import { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createRoutes } from "../gateway/routes/index.js";
+import { createGate } from "../gateway/gate.js";
 import { createGatewayHandler } from "../gateway/server.js";
 import { drain, hostForUrl, listenGateway } from "./http-lifecycle.js";
 import { ConfigError, type Config } from "../lib/config.js";
@@ -216,7 +217,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
         logger: logger.child({ component: "usage" }),
       });
       cleanups.push({ name: "usage flush", run: () => usage.flush(USAGE_FLUSH_MS) });
-      const gate = settleThroughSink(accounting!, usage);
+      const gate = createGate({ accounting: settleThroughSink(accounting!, usage), logger });
       // A key nobody holds: Unauthenticated proves that accounting and its store answer.
       const probeKey = `tsr_readiness_${randomBytes(24).toString("base64url")}`;
       readiness.push({
@@ -239,7 +240,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
           readiness,
           streamStallTimeoutMs: config.streamStallTimeoutMs,
         }),
-        accounting: gate,
+        gate,
         logger,
         metrics,
         maxUrlBytes: config.maxUrlBytes,
@@ -253,8 +254,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
               forwardingImpl(InferenceService, (req) => inferenceFor!((req as { model: string }).model)),
             );
           },
-          accounting: gate,
-          logger,
+          gate,
         }),
       });
       const listening = await listenGateway(handler, config, metrics, logger);

@@ -19,6 +19,7 @@ import { createInProcessTransport } from "../lib/in-process-transport.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createRoutes } from "../gateway/routes/index.js";
 import type { ReadinessCheck } from "../gateway/routes/operations.js";
+import { createGate } from "../gateway/gate.js";
 import { createGatewayHandler } from "../gateway/server.js";
 import { drain, listenGateway } from "./http-lifecycle.js";
 import type { Config } from "../lib/config.js";
@@ -174,6 +175,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
       },
     ];
 
+    const gate = createGate({ accounting: accountingClient, logger });
     const handler = createGatewayHandler({
       routes: createRoutes({
         registry: registryClient,
@@ -183,7 +185,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
         readiness,
         streamStallTimeoutMs: config.streamStallTimeoutMs,
       }),
-      accounting: accountingClient,
+      gate,
       logger,
       metrics,
       maxUrlBytes: config.maxUrlBytes,
@@ -194,8 +196,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
           router.service(DecisionService, decisionService);
           if (inferenceService !== undefined) router.service(InferenceService, inferenceService);
         },
-        accounting: accountingClient,
-        logger,
+        gate,
       }),
     });
     const { server, port, url } = await listenGateway(handler, config, metrics, logger);

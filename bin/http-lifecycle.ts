@@ -1,6 +1,7 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createGatewayServer, type GatewayHandler } from "../gateway/server.js";
+import { createGatewayServer } from "../gateway/http-server.js";
+import type { GatewayHandler } from "../gateway/server.js";
 import type { Config } from "../lib/config.js";
 import type { Logger } from "../lib/logger.js";
 import type { Metrics } from "../lib/metrics.js";

@@ -1,3 +1,14 @@
+/** Default of the gateway's per-request deadline (TESSERA_REQUEST_DEADLINE_MS): 10 min. */
+export const DEFAULT_DEADLINE_MS = 600_000;
+
+/** The request ran past the gateway's deadline before its answer started. */
+export class DeadlineExpired extends Error {
+  constructor(readonly deadlineMs: number) {
+    super(`the request took longer than ${deadlineMs} ms before its answer started; its work was cancelled`);
+    this.name = "DeadlineExpired";
+  }
+}
+
 /** Something with a deadline: the queue stamps `deadlineAt` (performance.now() time) on it. */
 export interface HasDeadline {
   deadlineAt: number;

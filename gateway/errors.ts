@@ -1,7 +1,9 @@
+import type { ServerResponse } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { QuotaExceededSchema, RateLimitedSchema } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { ValidationFailureSchema } from "../gen/tessera/decision/v1/decision_pb.js";
 import { OverloadedSchema } from "../gen/tessera/inference/v1/inference_pb.js";
+import { MissingApiKey } from "./bearer.js";
 
 /**
  * How a route writes errors. `openai`: `{"error": {"message", "type", "code", "param"}}`
@@ -129,6 +131,7 @@ export function errorFromConnect(err: ConnectError): HttpError {
 /** Any thrown value as an HTTP answer; unexpected ones are 500 without their message. */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
+  if (err instanceof MissingApiKey) return new HttpError(403, "authentication_error", err.rawMessage, { code: "missing_api_key" });
   if (err instanceof ConnectError) return errorFromConnect(err);
   return new HttpError(500, "api_error", "internal error; quote the x-service-request-id when reporting it", { code: "internal_error" });
 }
@@ -144,4 +147,12 @@ export function errorBody(style: ErrorStyle, err: HttpError): { status: number; 
     status: err.status,
     body: { error: { message: err.message, type: err.type, code: err.options.code ?? err.type, param: err.options.param ?? null } },
   };
+}
+
+/** Writes an error answer at once, for answers outside a request context (no route, no request id of its own). */
+export function sendError(res: ServerResponse, style: ErrorStyle, err: HttpError): void {
+  const { status, body } = errorBody(style, err);
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
 }

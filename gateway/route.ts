@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AdmitResponse, Principal, UsageKind } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import type { Logger } from "../lib/logger.js";
 import type { ErrorStyle } from "./errors.js";
+import type { Charge, SettleUsage } from "./gate.js";
 
 /** What a route handler may add to its request's log line. */
 export interface RequestLogFields {
@@ -10,13 +11,6 @@ export interface RequestLogFields {
   completionTokens?: number;
   inputTokens?: number;
   [field: string]: unknown;
-}
-
-/** Exact usage of a request, charged by `settle`. */
-export interface SettleUsage {
-  promptTokens?: number;
-  completionTokens?: number;
-  inputTokens?: number;
 }
 
 /** Everything a handler gets for one request. */
@@ -31,7 +25,7 @@ export interface RequestContext {
   readonly res: ServerResponse;
   /** Aborted when the client disconnects before the answer is complete. Pass it to every call. */
   readonly signal: AbortSignal;
-  /** The authenticated key (routes with `auth: "key"`). */
+  /** The authenticated key (routes with a `charge`). */
   readonly principal: Principal | undefined;
   /** The parsed JSON body (routes with `body: "json"`). */
   readonly body: unknown;
@@ -40,8 +34,8 @@ export interface RequestContext {
   readonly logger: Logger;
   /**
    * Counts the request against the key's per-minute limit and reserves at most
-   * `reserveTokens` of its quota. Throws (429) when refused. Routes whose `admit` is set
-   * are already admitted when `handle` runs.
+   * `reserveTokens` of its quota. Throws (429) when refused. Routes whose charge holds a
+   * number of tokens are already admitted when `handle` runs.
    */
   admit(kind: UsageKind, reserveTokens: number): Promise<AdmitResponse>;
   /** Charges the exact usage and releases the rest of the reservation (idempotent). */
@@ -63,17 +57,17 @@ export interface JsonReply {
 }
 
 /**
- * One HTTP route. The gateway does, in order: error style and request id; `auth: "key"` →
- * Authorization header → accounting Authenticate; `admit` → accounting Admit; `body:
- * "json"` → content type, 8 MB limit while streaming, JSON parse; then `handle`.
+ * One HTTP route. The gateway does, in order: error style and request id; the gate (gate.ts)
+ * when the route has a `charge`: Authorization header → accounting Authenticate → Admit
+ * (unless the handler admits itself); `body: "json"` → content type, 8 MB limit while
+ * streaming, JSON parse; then `handle`; then settlement of what was admitted and not settled.
  */
 export interface Route {
   method: "GET" | "POST";
   path: string;
   errorStyle: ErrorStyle;
-  auth: "none" | "key";
-  /** Admission done before the handler runs; omit when the handler admits itself (it knows its reservation only after reading the body). */
-  admit?: { kind: UsageKind; reserveTokens: number };
+  /** What a call costs (gate.ts); omit for a public route (no key: probes, metrics). */
+  charge?: Charge<JsonReply | undefined>;
   body: "none" | "json";
   /** Log level of the request's line (probes and scrapes are `debug`). */
   logLevel?: "info" | "debug";

@@ -6,7 +6,9 @@ import { describe, expect, it } from "vitest";
 import { AdmitResponseSchema, PrincipalSchema, UsageKind, type AdmitRequest } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { useBareGateway } from "../test/helpers/bare-gateway.js";
 import type { Route } from "./route.js";
-import { bearerKey, newRequestId, type AccountingGate } from "./server.js";
+import { bearerKey } from "./bearer.js";
+import type { AccountingGate } from "./gate.js";
+import { newRequestId } from "./request-id.js";
 
 const REQUEST_ID = /^req_[0-9a-f]{32}$/;
 const KEY = "tsr_test-key";
@@ -28,14 +30,13 @@ const accounting: AccountingGate = {
   settle: async () => ({ $typeName: "tessera.accounting.v1.SettleResponse", alreadySettled: false }),
 };
 
-const admitted = { kind: UsageKind.UNSPECIFIED, reserveTokens: 0 };
+const admitted = { kind: UsageKind.UNSPECIFIED, hold: 0 };
 const routes: Route[] = [
   {
     method: "GET",
     path: "/json",
     errorStyle: "detail",
-    auth: "key",
-    admit: admitted,
+    charge: admitted,
     body: "none",
     handle: () => ({ body: { ok: true }, headers: { "x-extra": "1", "Content-Type": "text/plain" } }),
   },
@@ -43,8 +44,7 @@ const routes: Route[] = [
     method: "GET",
     path: "/bytes",
     errorStyle: "detail",
-    auth: "key",
-    admit: admitted,
+    charge: admitted,
     body: "none",
     handle: () => ({ body: undefined, json: "ignored", bytes: Buffer.from('{"é":1}') }),
   },
@@ -52,8 +52,7 @@ const routes: Route[] = [
     method: "GET",
     path: "/writes-itself",
     errorStyle: "detail",
-    auth: "key",
-    admit: admitted,
+    charge: admitted,
     body: "none",
     handle: (ctx) => {
       ctx.res.writeHead(200, { "content-type": "text/event-stream" });
@@ -65,7 +64,7 @@ const routes: Route[] = [
     method: "GET",
     path: "/admits-after-taking-res",
     errorStyle: "detail",
-    auth: "key",
+    charge: { kind: UsageKind.UNSPECIFIED, hold: "handler" },
     body: "none",
     handle: async (ctx) => {
       const res = ctx.res;
@@ -79,7 +78,6 @@ const routes: Route[] = [
     method: "GET",
     path: "/never",
     errorStyle: "detail",
-    auth: "none",
     body: "none",
     handle: (ctx) =>
       new Promise((_, reject) => {

@@ -65,7 +65,8 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
     method: "POST",
     path: "/v1/chat/completions",
     errorStyle: "openai",
-    auth: "key",
+    // Admitted by the handler, once it knows the prompt's size: its hold is prompt + max_tokens.
+    charge: { kind: UsageKind.TEXT, hold: "handler" },
     body: "json",
     async handle(ctx) {
       const parsed = parseChatRequest(ctx.body, { requestId: ctx.requestId });

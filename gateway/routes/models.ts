@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
-import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { ListModelsRequestSchema, ModelKind, type ModelEntry, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
+import { RATE_ONLY } from "../gate.js";
 import type { JsonReply, Route } from "../route.js";
 
 export interface ModelsRouteDeps {
@@ -60,8 +60,7 @@ export function modelsRoute({ registry }: ModelsRouteDeps): Route {
     method: "GET",
     path: "/v1/models",
     errorStyle: "detail",
-    auth: "key",
-    admit: { kind: UsageKind.UNSPECIFIED, reserveTokens: 0 },
+    charge: RATE_ONLY,
     body: "none",
     // The same reply (never changed by the gateway) for every request of the turn.
     handle() {

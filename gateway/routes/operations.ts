@@ -15,7 +15,6 @@ export function healthzRoute(): Route {
     method: "GET",
     path: "/healthz",
     errorStyle: "detail",
-    auth: "none",
     body: "none",
     logLevel: "debug",
     handle: () => ({ body: { status: "ok" } }),
@@ -28,7 +27,6 @@ export function readyzRoute(checks: readonly ReadinessCheck[]): Route {
     method: "GET",
     path: "/readyz",
     errorStyle: "detail",
-    auth: "none",
     body: "none",
     logLevel: "debug",
     async handle() {
@@ -57,7 +55,6 @@ export function metricsRoute(metrics: Metrics): Route {
     method: "GET",
     path: "/metrics",
     errorStyle: "detail",
-    auth: "none",
     body: "none",
     logLevel: "debug",
     async handle(ctx) {

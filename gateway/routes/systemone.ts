@@ -19,8 +19,7 @@ export function systemoneRoute({ decision }: SystemoneRouteDeps): Route {
     method: "POST",
     path: "/v1/systemone",
     errorStyle: "detail",
-    auth: "key",
-    admit: { kind: UsageKind.DECISION, reserveTokens: 0 },
+    charge: { kind: UsageKind.DECISION, hold: 0 },
     body: "json",
     async handle(ctx) {
       const parsed = parseDecisionRequest(ctx.body, ctx.requestId);

@@ -9,7 +9,6 @@ const waitsForAbort: Route = {
   method: "GET",
   path: "/wait",
   errorStyle: "detail",
-  auth: "none",
   body: "none",
   handle: (ctx) =>
     new Promise((_, reject) => {

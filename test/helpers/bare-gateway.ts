@@ -3,7 +3,9 @@
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll } from "vitest";
-import { createGatewayHandler, createGatewayServer, type GatewayDeps } from "../../gateway/server.js";
+import { type AccountingGate, createGate } from "../../gateway/gate.js";
+import { createGatewayServer } from "../../gateway/http-server.js";
+import { createGatewayHandler, type GatewayDeps } from "../../gateway/server.js";
 import { createLogger } from "../../lib/logger.js";
 import { createMetrics } from "../../lib/metrics.js";
 
@@ -15,20 +17,25 @@ export interface BareGateway {
 }
 
 /** Starts the gateway before the suite's tests and closes it after them. */
-export function useBareGateway(deps: Omit<GatewayDeps, "logger" | "metrics">): BareGateway {
+export function useBareGateway({
+  accounting,
+  ...deps
+}: Omit<GatewayDeps, "logger" | "metrics" | "gate"> & { accounting: AccountingGate }): BareGateway {
   const logs: string[] = [];
+  const logger = createLogger({
+    level: "info",
+    destination: new Writable({
+      write(chunk: Buffer, _enc, done) {
+        logs.push(...chunk.toString().split("\n").filter(Boolean));
+        done();
+      },
+    }),
+  });
   const server = createGatewayServer(
     createGatewayHandler({
       ...deps,
-      logger: createLogger({
-        level: "info",
-        destination: new Writable({
-          write(chunk: Buffer, _enc, done) {
-            logs.push(...chunk.toString().split("\n").filter(Boolean));
-            done();
-          },
-        }),
-      }),
+      gate: createGate({ accounting, logger }),
+      logger,
       metrics: createMetrics({ processMetrics: false }),
     }),
   );

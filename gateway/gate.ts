@@ -1,0 +1,172 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { type AdmitResponse, type Principal, UsageKind, UsageSchema } from "../gen/tessera/accounting/v1/accounting_pb.js";
+import type { Logger } from "../lib/logger.js";
+import type { RequestPathAccounting } from "../lib/usage/gate.js";
+import { bearerKey, MissingApiKey } from "./bearer.js";
+import { createPrincipalCache } from "./principal-cache.js";
+
+/** The accounting calls of the request path (never the admin ones). */
+export type AccountingGate = RequestPathAccounting;
+
+/** Exact usage of a call, charged by settlement. */
+export interface SettleUsage {
+  promptTokens?: number;
+  completionTokens?: number;
+  inputTokens?: number;
+}
+
+/**
+ * What an endpoint costs: everything the gate needs to know about it.
+ *
+ * - `kind`: the quota drawn on; `UNSPECIFIED` counts against the per-minute rate only.
+ * - `hold`: tokens reserved when the call is admitted, before the endpoint runs (0: the
+ *   quota must only have tokens left). `"handler"`: the endpoint admits itself once it knows
+ *   its size (`ctx.admit`, e.g. after counting the prompt); the gate only authenticates.
+ * - `usage`: the exact usage read from the result (a unary answer, or each event of a
+ *   stream: the first that reports it is charged). Without it the endpoint settles itself
+ *   (`ctx.settle`).
+ *
+ * Whatever was admitted against a quota is always settled: with zero usage when neither the
+ * result nor the endpoint reported any (a failure, a client that left).
+ */
+export interface Charge<M = unknown> {
+  kind: UsageKind;
+  hold: number | "handler";
+  usage?: (message: M) => SettleUsage | undefined;
+}
+
+/** Counts against the per-minute rate only. */
+export const RATE_ONLY: Charge = { kind: UsageKind.UNSPECIFIED, hold: 0 };
+
+/** One call as the gate sees it; the gateway's request context is one, for REST and Connect alike. */
+export interface GatedCall {
+  readonly requestId: string;
+  /** The Authorization header as sent. */
+  readonly authorization: string | undefined;
+  /** The authenticated key, set by the gate. */
+  principal: Principal | undefined;
+  /** The quota an admission drew on and nothing has settled yet (the gate settles it at the end). */
+  pendingSettle: UsageKind | undefined;
+  /** Told each admission's answer (the rate-limit headers). */
+  admitted(answer: AdmitResponse): void;
+}
+
+/** A result as connect-es interceptors see one: a message, or a stream of them. */
+export type GateResult<M> = { stream: false; message: M } | { stream: true; message: AsyncIterable<M> };
+
+export type GateHandler<C, R> = (call: C) => Promise<R>;
+
+export interface Gate {
+  /**
+   * The gate around an endpoint, in the style of a connect-es interceptor: authentication
+   * (Bearer key, principal cache), admission (rate + quota reservation), the endpoint,
+   * settlement of the exact usage (the stream wrapped so its events are read as they pass).
+   */
+  around<M, C extends GatedCall, R extends GateResult<M>>(charge: Charge<M>, next: GateHandler<C, R>): GateHandler<C, R>;
+  /** Counts the call against the key's per-minute limit and reserves at most `hold` tokens of its quota. */
+  admit(call: GatedCall, kind: UsageKind, hold: number): Promise<AdmitResponse>;
+  /** Charges the exact usage and releases the rest of the reservation (idempotent by request id). */
+  settle(call: GatedCall, kind: UsageKind, usage: SettleUsage): Promise<void>;
+}
+
+export interface GateDeps {
+  accounting: AccountingGate;
+  logger: Logger;
+}
+
+function usageOf(usage: SettleUsage) {
+  return create(UsageSchema, {
+    promptTokens: BigInt(usage.promptTokens ?? 0),
+    completionTokens: BigInt(usage.completionTokens ?? 0),
+    inputTokens: BigInt(usage.inputTokens ?? 0),
+  });
+}
+
+const refusesKey = (err: unknown) =>
+  err instanceof ConnectError && (err.code === Code.Unauthenticated || err.code === Code.PermissionDenied);
+
+/** The one request gate of the public port (gateway/routes and the mounted Connect services). */
+export function createGate({ accounting, logger }: GateDeps): Gate {
+  const principals = createPrincipalCache();
+
+  async function authenticate(apiKey: string): Promise<Principal | undefined> {
+    const { principal } = await accounting.authenticate({ apiKey });
+    if (principal !== undefined) principals.set(apiKey, principal);
+    return principal;
+  }
+
+  async function admit(call: GatedCall, kind: UsageKind, hold: number): Promise<AdmitResponse> {
+    if (call.principal === undefined) throw new Error("admit before authentication");
+    const answer = await accounting.admit({
+      keyId: call.principal.keyId,
+      requestId: call.requestId,
+      kind,
+      reserveTokens: hold > 0 ? BigInt(Math.ceil(hold)) : 0n,
+    });
+    if (kind !== UsageKind.UNSPECIFIED) call.pendingSettle = kind;
+    call.admitted(answer);
+    return answer;
+  }
+
+  async function settle(call: GatedCall, kind: UsageKind, usage: SettleUsage): Promise<void> {
+    if (call.principal === undefined) throw new Error("settle before authentication");
+    call.pendingSettle = undefined;
+    // Never tied to the client's signal: what was used is charged even if the client left.
+    await accounting.settle({ keyId: call.principal.keyId, requestId: call.requestId, kind, usage: usageOf(usage) });
+  }
+
+  /** Settlement the gate does itself: a failure is logged, the answer goes out regardless. */
+  const settleQuietly = (call: GatedCall, usage: SettleUsage) =>
+    call.pendingSettle === undefined
+      ? undefined
+      : settle(call, call.pendingSettle, usage).catch((err: unknown) => logger.error({ reqId: call.requestId, err }, "settling failed"));
+
+  async function admitBefore(call: GatedCall, apiKey: string, kind: UsageKind, hold: number): Promise<void> {
+    // Admit follows at once and checks the key and its account again: the cache is safe here.
+    call.principal = principals.get(apiKey) ?? (await authenticate(apiKey));
+    try {
+      await admit(call, kind, hold);
+    } catch (err) {
+      if (refusesKey(err)) principals.delete(apiKey);
+      throw err;
+    }
+  }
+
+  async function* settledStream<M>(call: GatedCall, charge: Charge<M>, events: AsyncIterable<M>): AsyncIterable<M> {
+    try {
+      for await (const event of events) {
+        const usage = call.pendingSettle === undefined ? undefined : charge.usage?.(event);
+        if (usage !== undefined) await settleQuietly(call, usage);
+        yield event;
+      }
+    } finally {
+      await settleQuietly(call, {});
+    }
+  }
+
+  function around<M, C extends GatedCall, R extends GateResult<M>>(charge: Charge<M>, next: GateHandler<C, R>): GateHandler<C, R> {
+    return async (call) => {
+      const apiKey = bearerKey(call.authorization);
+      if (apiKey === undefined) throw new MissingApiKey();
+      if (charge.hold === "handler") call.principal = await authenticate(apiKey);
+      else await admitBefore(call, apiKey, charge.kind, charge.hold);
+      let result: R;
+      try {
+        result = await next(call);
+      } catch (err) {
+        await settleQuietly(call, {});
+        throw err;
+      }
+      if (result.stream) {
+        if (call.pendingSettle === undefined) return result;
+        return { ...result, message: settledStream(call, charge, result.message) };
+      }
+      const usage = charge.usage?.(result.message);
+      await settleQuietly(call, usage ?? {});
+      return result;
+    };
+  }
+
+  return { around, admit, settle };
+}
