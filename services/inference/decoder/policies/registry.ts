@@ -1,5 +1,6 @@
+import { type Composition, composePolicy } from "./compose.js";
+import { creditRule } from "./credit.js";
 import type { UnmaskPolicy } from "./policy.js";
-import { withProgress } from "./progress.js";
 import { sequentialRule } from "./sequential.js";
 import { thresholdRule } from "./threshold.js";
 
@@ -8,10 +9,13 @@ import { thresholdRule } from "./threshold.js";
  * `name` or `name(knobs)`, knobs comma-separated, the first one positional (the component's
  * main knob) or any as `key=value`:
  *
- *   threshold(0.9)                  sequential
+ *   threshold(0.9)      sequential      fill(0.5)+credit(bound=2)+threshold(0.9)
+ *   subblocks(16)+threshold(0.8)         fill(confidence=0.6)+sequential
  *
- * Rules (threshold, sequential) each choose positions; a step commits the union of their
- * choices, and the most confident guess when that is empty.
+ * Rules (threshold, sequential, credit) each choose positions; a step commits the union of
+ * their choices, and the most confident guess when that is empty. `subblocks` narrows what
+ * the rules see to the open sub-blocks; `fill` adds the end-of-turn fill. A spec without a
+ * rule gets `threshold`. The order of the components does not matter.
  */
 export const DEFAULT_POLICY = "threshold";
 export const DEFAULT_THRESHOLD = 0.9;
@@ -25,10 +29,11 @@ interface Knob {
 }
 
 interface ComponentDef {
-  kind: "rule";
+  /** A rule chooses positions; the others shape the composition (compose.ts). */
+  kind: "rule" | "subblocks" | "fill";
   /** Knobs in positional order (the first is the main knob). */
   knobs: Record<string, Knob>;
-  build(knobs: Record<string, number>): UnmaskPolicy;
+  build?(knobs: Record<string, number>): UnmaskPolicy;
   help: string;
 }
 
@@ -44,6 +49,22 @@ const COMPONENTS: Record<string, ComponentDef> = {
     knobs: {},
     build: () => sequentialRule(),
     help: "sequential: one position per step, the most confident (the quality reference)",
+  },
+  credit: {
+    kind: "rule",
+    knobs: { bound: { min: 0.01, max: 64, fallback: 2 }, steps: { min: 0, max: 64, integer: true, fallback: 0 } },
+    build: (k) => creditRule(k.bound!, k.steps!),
+    help: "credit(bound, steps): a guess whose confidence summed over the steps it stayed the best reaches bound commits; so does one unchanged for `steps` steps (0: off)",
+  },
+  fill: {
+    kind: "fill",
+    knobs: { confidence: { min: 0, max: 1.01, fallback: 0.5 } },
+    help: "fill(confidence): the block's suffix guessed end-of-turn at this confidence commits at once, and everything after a committed end of turn",
+  },
+  subblocks: {
+    kind: "subblocks",
+    knobs: { size: { min: 1, max: 4096, integer: true, fallback: 16 }, confident: { min: 0, max: 1.01, fallback: 0.9 } },
+    help: "subblocks(size, confident): rules see one sub-block at a time, left to right; the next opens early when its guesses are all confident",
   },
 };
 
@@ -97,14 +118,29 @@ export function parsePolicySpec(spec: string, defaults: PolicyDefaults = { thres
 /** Builds the policy a spec names (see parsePolicySpec). */
 export function buildPolicy(spec: string, defaults?: PolicyDefaults): UnmaskPolicy {
   const components = parsePolicySpec(spec, defaults);
-  const rules = components.map((c) => COMPONENTS[c.name]!.build(c.knobs));
-  const policy = withProgress(rules);
-  return { ...policy, name: canonicalSpec(components) };
+  const rules: UnmaskPolicy[] = [];
+  const parts: Composition = { rules };
+  for (const c of components) {
+    const def = COMPONENTS[c.name]!;
+    if (def.kind === "rule") rules.push(def.build!(c.knobs));
+    else if (def.kind === "fill") parts.fill = { confidence: c.knobs.confidence! };
+    else parts.subBlocks = { size: c.knobs.size!, confident: c.knobs.confident! };
+  }
+  if (rules.length === 0) {
+    const threshold = parsePolicySpec("threshold", defaults)[0]!;
+    rules.push(thresholdRule(threshold.knobs.confidence!));
+    components.push(threshold);
+  }
+  return composePolicy(canonicalSpec(components), parts);
 }
+
+/** The order of components in a label. */
+const LABEL_ORDER = ["fill", "subblocks", "credit", "threshold", "sequential"];
 
 /** The spec with every knob spelled out, in a fixed order: a stable label. */
 export function canonicalSpec(components: readonly ParsedComponent[]): string {
-  return components
+  return [...components]
+    .sort((a, b) => LABEL_ORDER.indexOf(a.name) - LABEL_ORDER.indexOf(b.name))
     .map((c) => {
       const knobs = Object.entries(c.knobs).map(([k, v]) => `${k}=${v}`);
       return knobs.length === 0 ? c.name : `${c.name}(${knobs.join(",")})`;
