@@ -5,7 +5,7 @@
 // of each reply against the `sequential` policy's reply to the same prompt (mean over
 // prompts, and the lowest). Marks the Pareto front over (tokens per forward, F1). Also the
 // confidence at which `sequential` commits reply tokens (what limits parallel commits), and
-// the time of a 64-token reply under the default policy. Then the same on the tiny model.
+// the time of a 64-token reply under the model's default policy (its config.json's). Then the same on the tiny model.
 //
 //   npx tsx bench/decode.ts [model-dir …]       (default: models/tessera-bd-small, then the tiny model)
 //   TESSERA_BENCH_POLICIES='spec;spec'          policies to run (sequential is always run first)
@@ -15,7 +15,8 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { UnmaskPolicy } from "../services/inference/decoder/policies/policy.js";
-import { buildPolicy, DEFAULT_POLICY } from "../services/inference/decoder/policies/registry.js";
+import { buildPolicy } from "../services/inference/decoder/policies/registry.js";
+import { selectPolicy } from "../services/inference/decoder/policies/select.js";
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { createModelEngine } from "../services/inference/engine.js";
 import { loadModelDir, type ModelDir } from "../services/inference/model-dir.js";
@@ -31,19 +32,22 @@ const POLICIES = (
   process.env.TESSERA_BENCH_POLICIES ??
   [
     "threshold(0.9)",
+    "threshold(0.8)",
     "threshold(0.7)",
     "threshold(0.5)",
+    "fill(1.01)+threshold(0.9)",
+    "fill(0.7)+threshold(0.9)",
+    "fill(0.6)+threshold(0.9)",
     "fill(0.5)+threshold(0.9)",
-    "fill(0.2)+threshold(0.9)",
-    "credit(bound=2)",
-    "credit(bound=1.5)",
-    "credit(steps=3)+threshold(0.9)",
+    "fill(0.6)+threshold(0.8)",
+    "fill(0.6)+threshold(0.7)",
+    "credit(bound=2)+threshold(0.9)",
+    "credit(bound=3)+threshold(0.9)",
+    "credit(bound=9,steps=3)+threshold(0.9)",
     "subblocks(16)+threshold(0.9)",
-    "subblocks(8)+threshold(0.7)",
-    "fill(0.5)+credit(bound=2)+threshold(0.9)",
-    "fill(0.2)+credit(bound=1.5)+threshold(0.9)",
-    "fill(0.2)+credit(bound=1.5)+threshold(0.7)",
-    "fill(0.2)+subblocks(16)+credit(bound=1.5)+threshold(0.7)",
+    "subblocks(8)+threshold(0.9)",
+    "fill(0.6)+credit(bound=3)+threshold(0.9)",
+    "fill(0.6)+subblocks(16)+threshold(0.9)",
   ].join(";")
 )
   .split(";")
@@ -79,7 +83,12 @@ const PROMPTS: Prompt[] = [
 ].slice(0, Number(process.env.TESSERA_BENCH_PROMPTS ?? 1e9));
 
 /** Prompts whose replies may run long: the first one that reaches 64 tokens is the 64-token figure. */
-const LONG = ["Tell me a long story about a river and a town.", "Describe the sea in detail.", "Write about gardens."];
+const LONG = [
+  "How would you define run?",
+  "How would you define set?",
+  "How would you define break?",
+  "Tell me a long story about a river.",
+];
 
 function promptIds(model: ModelDir, p: Prompt): number[] {
   return model.tokenizer.encode(
@@ -257,16 +266,26 @@ async function benchModel(dir: string): Promise<void> {
     const replyTokens = reference.reduce((s, r) => s + r.tokens.length, 0);
     console.log(`Mean reply: ${(replyTokens / prompts.length).toFixed(1)} tokens.`);
 
-    const policy = buildPolicy(DEFAULT_POLICY);
-    for (const content of LONG) {
-      const [reply] = await runPolicy(model, policy, [promptIds(model, { content })], 64);
-      if (reply === undefined || reply.tokens.length < 64) continue;
-      const [again] = await runPolicy(model, policy, [promptIds(model, { content })], 64);
-      const ms = Math.min(reply.ms, again!.ms);
+    const own = selectPolicy({ model: model.config.decoding });
+    const long = LONG.map((content) => promptIds(model, { content }));
+    let found: number[] | undefined;
+    for (const prompt of long) {
+      const [reply] = await runPolicy(model, own, [prompt], 64);
+      if (reply !== undefined && reply.tokens.length >= 64) {
+        found = prompt;
+        break;
+      }
+    }
+    if (found === undefined) {
+      console.log("No reply reached 64 tokens.");
+      return;
+    }
+    for (const policy of [own, buildPolicy("threshold(0.9)"), buildPolicy("sequential")]) {
+      const runs = await runPolicy(model, policy, [found, found, found], 64);
+      const best = runs.reduce((a, b) => (b.ms < a.ms ? b : a));
       console.log(
-        `A 64-token reply under the default policy \`${policy.name}\`: ${ms.toFixed(0)} ms (${reply.forwards} forwards, "${content}").`,
+        `A 64-token reply (max_tokens 64) under \`${policy.name}\`${policy === own ? " (the model's default)" : ""}: ${best.ms.toFixed(0)} ms, best of 3 (${best.forwards} denoising forwards, ${best.tokens.length} tokens).`,
       );
-      break;
     }
   } finally {
     await model.close();

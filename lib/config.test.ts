@@ -25,7 +25,8 @@ describe("loadConfig", () => {
       bootstrapKey: undefined,
       defaultRequestsPerMinute: 60,
       executionProviders: ["cpu"],
-      unmaskThreshold: 0.9,
+      unmaskThreshold: undefined,
+      unmaskPolicy: undefined,
       logLevel: "info",
       natsUrl: undefined,
     });
@@ -45,6 +46,7 @@ describe("loadConfig", () => {
         TESSERA_INTRA_OP_THREADS: "2",
         TESSERA_EXECUTION_PROVIDERS: "cuda, CPU",
         TESSERA_UNMASK_THRESHOLD: "1",
+        TESSERA_UNMASK_POLICY: " fill(0.7) + threshold(confidence=0.9) ",
         TESSERA_LOG_LEVEL: "WARN",
         TESSERA_NATS_URL: "nats://nats:4222",
       },
@@ -61,6 +63,7 @@ describe("loadConfig", () => {
       intraOpThreads: 2,
       executionProviders: ["cuda", "cpu"],
       unmaskThreshold: 1,
+      unmaskPolicy: "fill(0.7) + threshold(confidence=0.9)",
       logLevel: "warn",
       natsUrl: "nats://nats:4222",
     });
@@ -72,12 +75,14 @@ describe("loadConfig", () => {
       TESSERA_DEFAULT_RPM: "0",
       TESSERA_EXECUTION_PROVIDERS: "tpu",
       TESSERA_UNMASK_THRESHOLD: "0",
+      TESSERA_UNMASK_POLICY: "threshold((0.9)",
       TESSERA_LOG_LEVEL: "loud",
       TESSERA_BOOTSTRAP_KEY: "secret",
       TESSERA_NATS_URL: "localhost:4222",
       TESSERA_DATA_DIR: "",
     });
-    expect(found).toHaveLength(8);
+    expect(found).toHaveLength(9);
+    expect(found.join("\n")).toMatch(/TESSERA_UNMASK_POLICY \(environment\): must be components joined by +/);
     expect(found.join("\n")).toMatch(/TESSERA_PORT \(environment\): must be an integer, got "80a"/);
     expect(found.join("\n")).toMatch(/TESSERA_DEFAULT_RPM \(environment\): must be between 1 and/);
     expect(found.join("\n")).toMatch(/unknown provider "tpu"/);

@@ -19,7 +19,10 @@ export interface Config {
   /** Run ONNX Runtime sessions on a worker thread. */
   ortWorker: boolean;
   executionProviders: ExecutionProvider[];
-  unmaskThreshold: number;
+  /** Unset: each model's own (config.json `decoding.threshold`), else 0.9. */
+  unmaskThreshold: number | undefined;
+  /** Unmasking policy spec; unset: each model's own (config.json `decoding.policy`), else `threshold`. */
+  unmaskPolicy: string | undefined;
   logLevel: LogLevel;
   natsUrl: string | undefined;
   workerId: string;
@@ -208,12 +211,25 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     env: "TESSERA_UNMASK_THRESHOLD",
     key: "unmaskThreshold",
-    fallback: "0.9",
-    help: "Confidence at which a masked position is committed during denoising (0 < t <= 1).",
+    fallback: undefined,
+    help: "Confidence of the threshold rule where the unmasking policy names none (0 < t <= 1); unset: the model's config.json decoding.threshold, else 0.9.",
     parse: (raw) => {
       const t = Number(raw);
       if (raw.trim() === "" || !Number.isFinite(t) || t <= 0 || t > 1) throw new Error(`must be a number in (0, 1], got "${raw}"`);
       return t;
+    },
+  },
+  {
+    env: "TESSERA_UNMASK_POLICY",
+    key: "unmaskPolicy",
+    fallback: undefined,
+    help: "Unmasking policy of every model (e.g. threshold(0.9), fill(0.7)+threshold(0.9); docs/decoding.md); unset: each model's config.json decoding.policy, else threshold. A models config entry's unmask_policy wins over both.",
+    parse: (raw) => {
+      const spec = raw.trim();
+      if (!/^[a-z-]+(\([^()]*\))?(\s*\+\s*[a-z-]+(\([^()]*\))?)*$/.test(spec)) {
+        throw new Error(`must be components joined by +, each name or name(knobs), got "${raw}"`);
+      }
+      return spec;
     },
   },
   {

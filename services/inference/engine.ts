@@ -1,7 +1,8 @@
 import type { Logger } from "../../lib/logger.js";
 import { createOrtRunner, serializeRunner, type ForwardRunner, type KVShape } from "./decoder/forward.js";
-import { buildPolicy, DEFAULT_POLICY, DEFAULT_THRESHOLD } from "./decoder/policies/registry.js";
 import type { UnmaskPolicy } from "./decoder/policies/policy.js";
+import { DEFAULT_THRESHOLD } from "./decoder/policies/registry.js";
+import { selectPolicy } from "./decoder/policies/select.js";
 import type { DecodeModel } from "./decoder/sequence.js";
 import type { EngineMetrics } from "./metrics.js";
 import type { ModelDir } from "./model-dir.js";
@@ -20,9 +21,14 @@ export interface ModelEngine {
   /** Serialized: one forward at a time, shared by generation and Score. */
   runner: ForwardRunner;
   scheduler: Scheduler;
-  /** The unmasking policy of this model's replies. */
+  /** The unmasking policy of this model's replies (of serving ids without their own). */
   policy: UnmaskPolicy;
-  /** The confidence threshold; also the one of the grammar's frontier rule (grammar/frontier-rule.ts). */
+  /** The unmasking policy of one serving id's replies. */
+  policyFor(servingId: string): UnmaskPolicy;
+  /**
+   * The confidence threshold (the server's, else the model's `decoding.threshold`, else 0.9);
+   * also the one of the grammar's frontier rule (grammar/frontier-rule.ts).
+   */
   threshold: number;
   metrics: EngineMetrics | undefined;
   close(): Promise<void>;
@@ -34,9 +40,16 @@ export interface ModelEngineOptions {
   model: ModelDir;
   slots: number;
   queue: number;
-  /** Unmasking policy: a spec (policies/registry.ts) or a built policy. Default `threshold`. */
+  /**
+   * Unmasking policy: a spec (policies/registry.ts) or a built policy. Unset: the server's
+   * `serverPolicy`, else the model's config.json `decoding.policy`, else `threshold`.
+   */
   policy?: string | UnmaskPolicy;
-  /** Confidence of `threshold` where the policy spec gives none (default 0.9). */
+  /** Specs of serving ids that name their own policy (the models config's `unmask_policy`). */
+  servingPolicies?: Readonly<Record<string, string>>;
+  /** The server's policy setting (TESSERA_UNMASK_POLICY). */
+  serverPolicy?: string;
+  /** Confidence of `threshold` where the policy spec gives none (default: config.json's, else 0.9). */
   threshold?: number;
   prefillChunk?: number;
   metrics?: EngineMetrics;
@@ -63,9 +76,18 @@ export function decodeModelOf(model: ModelDir): DecodeModel {
 }
 
 export function createModelEngine(options: ModelEngineOptions): ModelEngine {
-  const threshold = options.threshold ?? DEFAULT_THRESHOLD;
-  if (!(threshold >= 0)) throw new Error("threshold must be a number >= 0");
-  const policy = typeof options.policy === "object" ? options.policy : buildPolicy(options.policy ?? DEFAULT_POLICY, { threshold });
+  if (options.threshold !== undefined && !(options.threshold >= 0)) throw new Error("threshold must be a number >= 0");
+  const threshold = options.threshold ?? options.model.config.decoding.threshold ?? DEFAULT_THRESHOLD;
+  const select = (catalog: string | undefined) =>
+    selectPolicy({
+      catalog,
+      server: options.serverPolicy,
+      serverThreshold: options.threshold,
+      model: options.model.config.decoding,
+    });
+  const policy = typeof options.policy === "object" ? options.policy : select(options.policy);
+  const own = new Map<string, UnmaskPolicy>();
+  for (const [id, spec] of Object.entries(options.servingPolicies ?? {})) own.set(id, select(spec));
   const ortRunner = createOrtRunner(options.model.session, kvShapeOf(options.model));
   const runner = serializeRunner(options.wrapRunner ? options.wrapRunner(ortRunner) : ortRunner);
   const decode = decodeModelOf(options.model);
@@ -88,6 +110,7 @@ export function createModelEngine(options: ModelEngineOptions): ModelEngine {
     runner,
     scheduler,
     policy,
+    policyFor: (servingId) => own.get(servingId) ?? policy,
     threshold,
     metrics: options.metrics,
     close: async () => {

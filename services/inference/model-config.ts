@@ -8,6 +8,13 @@ export interface ModelCapabilities {
   thinking: boolean;
 }
 
+/** A model's own decoding defaults (contract v2 `decoding`); each falls back to the server's. */
+export interface DecodingDefaults {
+  threshold?: number;
+  policy?: string;
+  subBlockSize?: number;
+}
+
 export interface ModelConfig {
   modelType: string;
   numLayers: number;
@@ -20,6 +27,7 @@ export interface ModelConfig {
   maskTokenId: number;
   eosTokenId: number;
   padTokenId: number;
+  decoding: DecodingDefaults;
   capabilities: ModelCapabilities;
   onnxFile: string;
 }
@@ -54,6 +62,7 @@ export function parseModelConfig(raw: unknown, source = "config.json"): ModelCon
     maskTokenId: int("mask_token_id"),
     eosTokenId: int("eos_token_id"),
     padTokenId: int("pad_token_id"),
+    decoding: decodingDefaults(obj.decoding, source),
     capabilities: { images: caps.images === true, tools: caps.tools === true, thinking: caps.thinking === true },
     onnxFile: typeof obj.onnx_file === "string" && obj.onnx_file !== "" ? obj.onnx_file : "model.onnx",
   };
@@ -64,4 +73,27 @@ export function parseModelConfig(raw: unknown, source = "config.json"): ModelCon
     throw new Error(`${source}: max_position_embeddings is smaller than one block`);
   }
   return config;
+}
+
+function decodingDefaults(raw: unknown, source: string): DecodingDefaults {
+  if (raw === undefined) return {};
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new Error(`${source}: "decoding" must be an object`);
+  const d = raw as Record<string, unknown>;
+  const out: DecodingDefaults = {};
+  if (d.threshold !== undefined) {
+    if (typeof d.threshold !== "number" || !(d.threshold > 0 && d.threshold <= 1))
+      throw new Error(`${source}: "decoding.threshold" must be in (0, 1]`);
+    out.threshold = d.threshold;
+  }
+  if (d.policy !== undefined) {
+    if (typeof d.policy !== "string" || d.policy === "") throw new Error(`${source}: "decoding.policy" must be a policy name`);
+    out.policy = d.policy;
+  }
+  if (d.sub_block_size !== undefined) {
+    if (typeof d.sub_block_size !== "number" || !Number.isInteger(d.sub_block_size) || d.sub_block_size < 1) {
+      throw new Error(`${source}: "decoding.sub_block_size" must be a positive integer`);
+    }
+    out.subBlockSize = d.sub_block_size;
+  }
+  return out;
 }

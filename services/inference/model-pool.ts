@@ -9,7 +9,7 @@ import type { ExecutionProvider } from "./onnx-session.js";
 
 export interface ModelPoolOptions {
   /** Serving ids and their model directories; ids that share a directory share one engine. */
-  models: readonly { servingId: string; dir: string }[];
+  models: readonly { servingId: string; dir: string; unmaskPolicy?: string | undefined }[];
   /** Generation slots per loaded model. */
   slots: number;
   /** Wait queue per loaded model; a request finding slots and queue full is refused. */
@@ -18,8 +18,10 @@ export interface ModelPoolOptions {
   executionProviders?: readonly ExecutionProvider[];
   /** Run ONNX Runtime on a worker thread (see onnx-session.ts). */
   ortWorker?: boolean;
-  /** Confidence threshold of the unmasking rule (default 0.9). */
-  threshold?: number;
+  /** Confidence of the `threshold` rule where a policy spec gives none (default: the model's, else 0.9). */
+  threshold?: number | undefined;
+  /** The server's unmasking policy (default: each model's config.json `decoding.policy`, else `threshold`). */
+  unmaskPolicy?: string | undefined;
   /** Most prompt tokens per prefill forward (default 2048). */
   prefillChunk?: number;
   logger?: Logger;
@@ -45,9 +47,11 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
   const metrics = options.metrics !== undefined ? engineMetrics(options.metrics) : undefined;
 
   const byDir = new Map<string, string[]>();
-  for (const { servingId, dir } of options.models) {
+  const servingPolicies: Record<string, string> = {};
+  for (const { servingId, dir, unmaskPolicy } of options.models) {
     const key = path.resolve(dir);
     byDir.set(key, [...(byDir.get(key) ?? []), servingId]);
+    if (unmaskPolicy !== undefined) servingPolicies[servingId] = unmaskPolicy;
   }
 
   const engines: ModelEngine[] = [];
@@ -73,6 +77,8 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         slots: options.slots,
         queue: options.queue,
         ...(options.threshold !== undefined ? { threshold: options.threshold } : {}),
+        ...(options.unmaskPolicy !== undefined ? { serverPolicy: options.unmaskPolicy } : {}),
+        servingPolicies: Object.fromEntries(servingIds.filter((id) => id in servingPolicies).map((id) => [id, servingPolicies[id]!])),
         ...(options.prefillChunk !== undefined ? { prefillChunk: options.prefillChunk } : {}),
         ...(metrics !== undefined ? { metrics } : {}),
         ...(options.logger !== undefined ? { logger: options.logger } : {}),

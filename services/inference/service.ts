@@ -145,7 +145,7 @@ export function createInferenceService({ pool, logger, workerId, grammar }: Infe
           {
             prompt: ids,
             maxTokens,
-            policy: engine.policy,
+            policy: engine.policyFor(req.model),
             stops: new StopMatcher(stop),
             decode: tokenizer.decode,
             ...(logprobs !== undefined ? { logprobs } : {}),

@@ -17,6 +17,8 @@ export interface CatalogModel {
   servingId: string;
   /** Further ids that name exactly this version; accepted, not listed. */
   aliases: string[];
+  /** The unmasking policy spec its replies decode with, when the entry names one (`unmask_policy`). */
+  unmaskPolicy?: string;
 }
 
 /** An id that follows the newest release (by release date) of a family. */
@@ -87,11 +89,14 @@ export class Catalog {
     return this.byId.get(id);
   }
 
-  /** Every distinct model directory with the serving id its versions share. */
-  servedModels(): { servingId: string; dir: string }[] {
-    const seen = new Map<string, string>();
-    for (const model of this.models) seen.set(model.servingId, model.modelDir);
-    return [...seen].map(([servingId, dir]) => ({ servingId, dir }));
+  /** Every distinct model directory with the serving id its versions share (and its unmasking policy, if named). */
+  servedModels(): { servingId: string; dir: string; unmaskPolicy?: string }[] {
+    const seen = new Map<string, { dir: string; unmaskPolicy?: string }>();
+    for (const model of this.models) {
+      const policy = seen.get(model.servingId)?.unmaskPolicy ?? model.unmaskPolicy;
+      seen.set(model.servingId, { dir: model.modelDir, ...(policy !== undefined ? { unmaskPolicy: policy } : {}) });
+    }
+    return [...seen].map(([servingId, served]) => ({ servingId, ...served }));
   }
 }
 
@@ -106,7 +111,18 @@ function newestOf(models: readonly CatalogModel[], family: string): CatalogModel
 }
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-const MODEL_FIELDS = new Set(["id", "kind", "family", "version", "release_date", "description", "model_dir", "serving_id", "aliases"]);
+const MODEL_FIELDS = new Set([
+  "id",
+  "kind",
+  "family",
+  "version",
+  "release_date",
+  "description",
+  "model_dir",
+  "serving_id",
+  "aliases",
+  "unmask_policy",
+]);
 const LATEST_FIELDS = new Set(["id", "family", "description", "aliases"]);
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -168,6 +184,7 @@ export function parseCatalog(config: unknown, baseDir: string, source = "(inline
   if (!Array.isArray(rawModels) || rawModels.length === 0) problems.push(`"models" must be a non-empty array`);
 
   const dirOfServingId = new Map<string, string>();
+  const policyOfServingId = new Map<string, string>();
   for (const [i, entry] of (Array.isArray(rawModels) ? rawModels : []).entries()) {
     const where = `models[${i}]`;
     if (!isObject(entry)) {
@@ -198,8 +215,29 @@ export function parseCatalog(config: unknown, baseDir: string, source = "(inline
       dirOfServingId.set(servingId, modelDir);
     }
     const aliases = aliasList(entry, where);
+    const unmaskPolicy = entry["unmask_policy"] === undefined ? undefined : text(entry, "unmask_policy", where);
+    if (unmaskPolicy !== undefined && servingId !== undefined) {
+      const other = policyOfServingId.get(servingId);
+      if (other !== undefined && other !== unmaskPolicy) {
+        problems.push(
+          `${where}: serving id "${servingId}" already decodes with unmask_policy "${other}"; models sharing a serving id share its policy`,
+        );
+      }
+      policyOfServingId.set(servingId, unmaskPolicy);
+    }
     if (idOk && kind !== undefined && family && version && releaseDate && description && modelDir && servingId) {
-      models.push({ id, kind, family, version, releaseDate, description, modelDir, servingId, aliases });
+      models.push({
+        id,
+        kind,
+        family,
+        version,
+        releaseDate,
+        description,
+        modelDir,
+        servingId,
+        aliases,
+        ...(unmaskPolicy !== undefined ? { unmaskPolicy } : {}),
+      });
     }
   }
 

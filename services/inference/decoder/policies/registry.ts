@@ -63,7 +63,10 @@ const COMPONENTS: Record<string, ComponentDef> = {
   },
   subblocks: {
     kind: "subblocks",
-    knobs: { size: { min: 1, max: 4096, integer: true, fallback: 16 }, confident: { min: 0, max: 1.01, fallback: 0.9 } },
+    knobs: {
+      size: { min: 1, max: 4096, integer: true, fallback: (d) => d.subBlockSize ?? 16 },
+      confident: { min: 0, max: 1.01, fallback: 0.9 },
+    },
     help: "subblocks(size, confident): rules see one sub-block at a time, left to right; the next opens early when its guesses are all confident",
   },
 };
@@ -71,6 +74,8 @@ const COMPONENTS: Record<string, ComponentDef> = {
 export interface PolicyDefaults {
   /** Confidence of `threshold` where the spec gives none (TESSERA_UNMASK_THRESHOLD). */
   threshold: number;
+  /** Size of `subblocks` where the spec gives none (config.json `decoding.sub_block_size`; default 16). */
+  subBlockSize?: number;
 }
 
 export interface ParsedComponent {
