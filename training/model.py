@@ -55,6 +55,9 @@ class ModelConfig:
         default_factory=lambda: {"images": False, "tools": True, "thinking": True}
     )
     onnx_file: str = "model.onnx"
+    # Decoding defaults of the model contract (docs/model-contract.md#decoding-defaults);
+    # left out of config.json when empty.
+    decoding: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads != 0:
@@ -66,6 +69,8 @@ class ModelConfig:
 
     def to_json_dict(self) -> dict:
         d = asdict(self)
+        if not d["decoding"]:
+            del d["decoding"]
         return {"model_type": MODEL_TYPE, "architectures": ["TesseraBlockDiffusion"], **d}
 
     def save(self, path: str) -> None:
