@@ -8,7 +8,8 @@ import { MissingApiKey } from "./bearer.js";
 /**
  * How a route writes errors. `openai`: `{"error": {"message", "type", "code", "param"}}`
  * (chat completions). `detail`: `{"detail": {"error_type", "message"}}`, and validation
- * failures as 422 `{"detail": [{"loc", "msg", "type"}]}` (System One and the model listing).
+ * failures as 422 `{"detail": [{"loc", "msg", "type"}]}` (System One and the model listing),
+ * each with the same `error` object beside it, so that both client families read one body.
  */
 export type ErrorStyle = "openai" | "detail";
 
@@ -139,14 +140,13 @@ export function toHttpError(err: unknown): HttpError {
 /** The status and JSON body of an error in a route's style. */
 export function errorBody(style: ErrorStyle, err: HttpError): { status: number; body: unknown } {
   const { violations } = err.options;
+  const error = { message: err.message, type: err.type, code: err.options.code ?? err.type, param: err.options.param ?? null };
   if (style === "detail") {
-    if (violations !== undefined) return { status: 422, body: { detail: violations } };
-    return { status: err.status, body: { detail: { error_type: err.type, message: err.message } } };
+    // System One clients read `detail`; OpenAI clients (the SDKs' messages) read `error`.
+    if (violations !== undefined) return { status: 422, body: { detail: violations, error } };
+    return { status: err.status, body: { detail: { error_type: err.type, message: err.message }, error } };
   }
-  return {
-    status: err.status,
-    body: { error: { message: err.message, type: err.type, code: err.options.code ?? err.type, param: err.options.param ?? null } },
-  };
+  return { status: err.status, body: { error } };
 }
 
 /** Writes an error answer at once, for answers outside a request context (no route, no request id of its own). */

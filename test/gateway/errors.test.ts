@@ -71,9 +71,23 @@ describe("error bodies", () => {
   it("render in the detail shape, validation failures as a 422 list", () => {
     expect(errorBody("detail", new HttpError(401, "authentication_error", "bad key"))).toEqual({
       status: 401,
-      body: { detail: { error_type: "authentication_error", message: "bad key" } },
+      body: {
+        detail: { error_type: "authentication_error", message: "bad key" },
+        error: { message: "bad key", type: "authentication_error", code: "authentication_error", param: null },
+      },
     });
-    expect(errorBody("detail", HttpError.invalid(violations))).toEqual({ status: 422, body: { detail: violations } });
+    expect(errorBody("detail", HttpError.invalid(violations))).toEqual({
+      status: 422,
+      body: {
+        detail: violations,
+        error: {
+          message: "body.questions.q1.criteria: criteria is required (and 1 more problem)",
+          type: "invalid_request_error",
+          code: "invalid_request",
+          param: "questions.q1.criteria",
+        },
+      },
+    });
   });
 
   it("render in the OpenAI shape, validation failures as a 400 naming the first param", () => {
@@ -101,7 +115,10 @@ describe("error bodies", () => {
     );
     expect(errorBody("detail", err)).toEqual({
       status: 422,
-      body: { detail: [{ loc: ["body", "questions", "a b"], msg: "m", type: "t" }] },
+      body: {
+        detail: [{ loc: ["body", "questions", "a b"], msg: "m", type: "t" }],
+        error: { message: "body.questions.a b: m", type: "invalid_request_error", code: "invalid_request", param: "questions.a b" },
+      },
     });
   });
 });

@@ -60,7 +60,10 @@ describe("routing", () => {
     expect(res.status).toBe(404);
     expect(res.headers.get("content-type")).toBe("application/json");
     expect(res.headers.get("x-service-request-id")).toMatch(REQUEST_ID);
-    expect(await res.json()).toEqual({ detail: { error_type: "not_found_error", message: "no route GET /v2/nothing" } });
+    expect(await res.json()).toEqual({
+      detail: { error_type: "not_found_error", message: "no route GET /v2/nothing" },
+      error: { message: "no route GET /v2/nothing", type: "not_found_error", code: expect.any(String), param: null },
+    });
 
     const chat = await tessera.fetch("/v1/chat/nothing", { method: "POST", key: null });
     expect(chat.status).toBe(404);
@@ -74,6 +77,7 @@ describe("routing", () => {
     expect(res.headers.get("x-service-request-id")).toMatch(REQUEST_ID);
     expect(await res.json()).toEqual({
       detail: { error_type: "invalid_request_error", message: "method POST is not allowed on /v1/models" },
+      error: { message: "method POST is not allowed on /v1/models", type: "invalid_request_error", code: expect.any(String), param: null },
     });
     const get = await tessera.fetch("/v1/systemone");
     expect(get.status).toBe(405);
@@ -118,6 +122,12 @@ describe("request bodies", () => {
     expect(res.id).toMatch(REQUEST_ID);
     expect(JSON.parse(res.body)).toEqual({
       detail: { error_type: "invalid_request_error", message: "request body is larger than 8388608 bytes (8 MB)" },
+      error: {
+        message: "request body is larger than 8388608 bytes (8 MB)",
+        type: "invalid_request_error",
+        code: expect.any(String),
+        param: null,
+      },
     });
   });
 
@@ -143,6 +153,7 @@ describe("request bodies", () => {
     expect(form.status).toBe(415);
     expect(await form.json()).toEqual({
       detail: { error_type: "invalid_request_error", message: "Content-Type must be application/json" },
+      error: { message: "Content-Type must be application/json", type: "invalid_request_error", code: expect.any(String), param: null },
     });
     const none = await tessera.fetch("/v1/systemone", { method: "POST", body: new Uint8Array([123, 125]) });
     expect(none.status).toBe(415);
@@ -161,9 +172,15 @@ describe("request bodies", () => {
       headers: { "content-type": "application/json" },
     });
     expect(bad.status).toBe(422);
-    expect(await bad.json()).toEqual({ detail: [{ loc: ["body", 10], msg: "JSON decode error", type: "json_invalid" }] });
+    expect(await bad.json()).toEqual({
+      detail: [{ loc: ["body", 10], msg: "JSON decode error", type: "json_invalid" }],
+      error: expect.objectContaining({ type: "invalid_request_error", code: expect.any(String), message: expect.any(String) }),
+    });
     const empty = await tessera.fetch("/v1/systemone", { method: "POST", body: "", headers: { "content-type": "application/json" } });
-    expect(await empty.json()).toEqual({ detail: [{ loc: ["body"], msg: "Field required", type: "missing" }] });
+    expect(await empty.json()).toEqual({
+      detail: [{ loc: ["body"], msg: "Field required", type: "missing" }],
+      error: expect.objectContaining({ type: "invalid_request_error", code: expect.any(String), message: expect.any(String) }),
+    });
     const latin1 = await tessera.fetch("/v1/systemone", {
       method: "POST",
       body: new Uint8Array([0x22, 0xe9, 0x22]),

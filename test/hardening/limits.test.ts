@@ -60,6 +60,7 @@ describe("limits of a request body", () => {
             type: "too_deep",
           },
         ],
+        error: expect.objectContaining({ type: "invalid_request_error", code: expect.any(String), message: expect.any(String) }),
       },
     });
     // Just inside the body limit, the state's own limit speaks.
@@ -69,6 +70,7 @@ describe("limits of a request body", () => {
       status: 422,
       body: {
         detail: [{ loc: ["body", "state"], msg: `objects and arrays may be nested at most ${MAX_STATE_DEPTH} deep`, type: "too_deep" }],
+        error: expect.objectContaining({ type: "invalid_request_error", code: expect.any(String), message: expect.any(String) }),
       },
     });
   });
@@ -78,11 +80,17 @@ describe("limits of a request body", () => {
     const msg = `state may be at most ${MAX_STATE_CHARS} characters long (as JSON text)`;
     expect(await post("/v1/systemone", decision({ state: long }))).toEqual({
       status: 422,
-      body: { detail: [{ loc: ["body", "state"], msg, type: "too_long" }] },
+      body: {
+        detail: [{ loc: ["body", "state"], msg, type: "too_long" }],
+        error: expect.objectContaining({ type: "invalid_request_error", code: expect.any(String), message: expect.any(String) }),
+      },
     });
     expect(await post("/v1/systemone", decision({ state: { text: long.slice(5) } }))).toEqual({
       status: 422,
-      body: { detail: [{ loc: ["body", "state"], msg, type: "too_long" }] },
+      body: {
+        detail: [{ loc: ["body", "state"], msg, type: "too_long" }],
+        error: expect.objectContaining({ type: "invalid_request_error", code: expect.any(String), message: expect.any(String) }),
+      },
     });
     // At the limit it passes validation (and then finds no model served here).
     expect((await post("/v1/systemone", decision({ state: long.slice(1) }))).status).toBe(503);
@@ -92,7 +100,10 @@ describe("limits of a request body", () => {
     const questions = Object.fromEntries(Array.from({ length: MAX_QUESTIONS + 1 }, (_, i) => [`q${i}`, { type: "bogus" }]));
     expect(await post("/v1/systemone", decision({ questions }))).toEqual({
       status: 422,
-      body: { detail: [{ loc: ["body", "questions"], msg: `questions may hold at most ${MAX_QUESTIONS} questions`, type: "too_long" }] },
+      body: {
+        detail: [{ loc: ["body", "questions"], msg: `questions may hold at most ${MAX_QUESTIONS} questions`, type: "too_long" }],
+        error: expect.objectContaining({ type: "invalid_request_error", code: expect.any(String), message: expect.any(String) }),
+      },
     });
     const enough = Object.fromEntries(Array.from({ length: MAX_QUESTIONS }, (_, i) => [`q${i}`, { type: "noul" }]));
     expect((await post("/v1/systemone", decision({ questions: enough }))).status).toBe(503);
@@ -201,6 +212,12 @@ describe("limits of the request line and headers", () => {
     expect(res.headers.get("x-service-request-id")).toMatch(REQUEST_ID);
     expect(await res.json()).toEqual({
       detail: { error_type: "invalid_request_error", message: "the request target (path and query) is longer than 4096 bytes" },
+      error: {
+        message: "the request target (path and query) is longer than 4096 bytes",
+        type: "invalid_request_error",
+        code: expect.any(String),
+        param: null,
+      },
     });
     const chatRes = await tessera.fetch(`/v1/chat/completions?${"b".repeat(5000)}`, {
       method: "POST",
@@ -220,6 +237,12 @@ describe("limits of the request line and headers", () => {
     expect(res.headers["x-service-request-id"]).toMatch(REQUEST_ID);
     expect(JSON.parse(res.body.toString())).toEqual({
       detail: { error_type: "invalid_request_error", message: "the request line and headers are larger than this server accepts" },
+      error: {
+        message: "the request line and headers are larger than this server accepts",
+        type: "invalid_request_error",
+        code: expect.any(String),
+        param: null,
+      },
     });
   });
 
@@ -227,6 +250,9 @@ describe("limits of the request line and headers", () => {
     const res = await rawExchange(tessera.port, Buffer.from("GET /v1/models HTTP/1.1\r\nho st: x\r\n\r\n"));
     expect(res.status).toBe(400);
     expect(res.headers["x-service-request-id"]).toMatch(REQUEST_ID);
-    expect(JSON.parse(res.body.toString())).toEqual({ detail: { error_type: "invalid_request_error", message: "malformed HTTP request" } });
+    expect(JSON.parse(res.body.toString())).toEqual({
+      detail: { error_type: "invalid_request_error", message: "malformed HTTP request" },
+      error: { message: "malformed HTTP request", type: "invalid_request_error", code: expect.any(String), param: null },
+    });
   });
 });

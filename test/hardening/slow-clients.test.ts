@@ -107,6 +107,12 @@ function expectDetail408(data: Buffer): void {
   expect(reply.headers["x-service-request-id"]).toMatch(REQUEST_ID);
   expect(JSON.parse(reply.body.toString())).toEqual({
     detail: { error_type: "invalid_request_error", message: "the request was not received in time; the connection is closed" },
+    error: {
+      message: "the request was not received in time; the connection is closed",
+      type: "invalid_request_error",
+      code: expect.any(String),
+      param: null,
+    },
   });
 }
 
