@@ -239,6 +239,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
           metrics,
           readiness,
           streamStallTimeoutMs: config.streamStallTimeoutMs,
+          playground: config.playground,
         }),
         gate,
         logger,

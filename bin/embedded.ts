@@ -184,6 +184,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
         metrics,
         readiness,
         streamStallTimeoutMs: config.streamStallTimeoutMs,
+        playground: config.playground,
       }),
       gate,
       logger,

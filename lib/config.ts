@@ -35,6 +35,8 @@ export interface Config {
   maxConnections: number;
   maxHeaderBytes: number;
   maxUrlBytes: number;
+  /** Serve the playground page at `/` (web/, built by `npm run build`). */
+  playground: boolean;
   /** Distributed mode: Connect base URLs of the accounting replicas, tried in turn. */
   accountingUrls: string[];
   registryUrls: string[];
@@ -319,6 +321,18 @@ export const SETTINGS: readonly AnySetting[] = [
     fallback: "8192",
     help: "Longest request target (path and query); longer ones get 414.",
     parse: integer(64, 1_048_576),
+  },
+  {
+    env: "TESSERA_PLAYGROUND",
+    key: "playground",
+    fallback: "on",
+    help: "Serve the playground page (chat with the live denoising view, decisions, models) at / on the HTTP port (on); off: / is 404.",
+    parse: (raw) => {
+      const value = raw.trim().toLowerCase();
+      if (["on", "1", "true", "yes"].includes(value)) return true;
+      if (["off", "0", "false", "no"].includes(value)) return false;
+      throw new Error("must be on or off");
+    },
   },
   {
     env: "TESSERA_ACCOUNTING_URL",

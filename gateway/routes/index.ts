@@ -7,6 +7,7 @@ import type { Route } from "../route.js";
 import { chatCompletionsRoute } from "./chat-completions.js";
 import { modelsRoute } from "./models.js";
 import { healthzRoute, metricsRoute, readyzRoute, type ReadinessCheck } from "./operations.js";
+import { playgroundRoutes } from "./playground.js";
 import { systemoneRoute } from "./systemone.js";
 
 export interface RouteTableDeps {
@@ -17,6 +18,8 @@ export interface RouteTableDeps {
   readiness: readonly ReadinessCheck[];
   /** See ChatRouteDeps. */
   streamStallTimeoutMs?: number;
+  /** Serve the playground page at `/` (TESSERA_PLAYGROUND; default on). */
+  playground?: boolean;
 }
 
 /** Every HTTP route of the public port. Each is a small module in this folder. */
@@ -28,5 +31,6 @@ export function createRoutes(deps: RouteTableDeps): Route[] {
     modelsRoute(deps),
     chatCompletionsRoute(deps),
     systemoneRoute(deps),
+    ...(deps.playground === false ? [] : playgroundRoutes()),
   ];
 }

@@ -237,6 +237,10 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
     expect(names.indexOf("POD_IP")).toBeGreaterThanOrEqual(0);
     expect(names.indexOf("POD_IP")).toBeLessThan(names.indexOf("TESSERA_ADVERTISE_URL"));
     expect(envVar(inference, "POD_IP")?.valueFrom.fieldRef.fieldPath).toBe("status.podIP");
+    // The gateway serves the playground page (on by default); no other process has the setting.
+    for (const d of deployments) {
+      expect(envValue(d, "TESSERA_PLAYGROUND"), d.metadata.name).toBe(d.metadata.name === "tessera-gateway" ? "on" : undefined);
+    }
     // Only accounting holds the admin credential and the bootstrap key.
     for (const d of deployments) {
       const isAccounting = d.metadata.name === "tessera-accounting";
@@ -270,6 +274,7 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
     expect(d.spec.strategy.type).toBe("Recreate");
     expect(envVar(d, "TESSERA_NATS_URL")).toBeUndefined();
     expect(envValue(d, "TESSERA_DATA_DIR")).toBe("/data");
+    expect(envValue(d, "TESSERA_PLAYGROUND")).toBe("off");
     const data = (d.spec.template.spec.volumes as Obj[]).find((v) => v.name === "data");
     expect(data?.persistentVolumeClaim?.claimName).toBe("tessera-standalone-data");
     const claim = named(objects, "PersistentVolumeClaim", "tessera-standalone-data");
@@ -383,6 +388,7 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
       ["an unknown models source", ["--set", "models.source=s3"], /models\.source/],
       ["a bootstrap key that is not tsr_...", ["--set", "auth.bootstrapKey=sk-123"], /auth\.bootstrapKey/],
       ["a NATS URL that is not nats://", ["--set", "nats.url=http://nats:4222"], /nats\.url/],
+      ["a playground switch that is not a boolean", ["--set-string", "playground=yes"], /playground/],
       ["a numeric env value (must be a string)", ["--set", "components.inference.env.TESSERA_SLOTS=8"], /TESSERA_SLOTS/],
       ["an invalid component name", ["--set", "components.Bad_Name.enabled=true"], /Bad_Name|components/],
       [

@@ -147,6 +147,9 @@ name order (so POD_IP precedes the TESSERA_ADVERTISE_URL that refers to it), the
 {{- $_ := set $env "TESSERA_LOG_LEVEL" (dict "value" $root.Values.logLevel) }}
 {{- $_ := set $env "TESSERA_DATA_DIR" (dict "value" "/data") }}
 {{- $_ := set $env "TESSERA_MODELS_CONFIG" (dict "value" "/etc/tessera/models.config.json") }}
+{{- if or $c.embedded (has "gateway" $c.args) }}
+{{- $_ := set $env "TESSERA_PLAYGROUND" (dict "value" (ternary "on" "off" (ne $root.Values.playground false))) }}
+{{- end }}
 {{- if or $c.embedded (has "accounting" $c.args) }}
 {{- $_ := set $env "TESSERA_BOOTSTRAP_KEY" (dict "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" $root.Values.auth.secretKeys.bootstrapKey "optional" true))) }}
 {{- end }}
