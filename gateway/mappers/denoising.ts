@@ -12,8 +12,8 @@ export interface DenoisingStep {
   block_size: number;
   /** Positions before it hold the prompt's tail, never masked. */
   reply_start: number;
-  /** Positions this forward committed. */
-  committed: { position: number; token_id: number; text: string }[];
+  /** Positions committed since the previous step; `forced`: by the grammar, without a forward (jump-forward). */
+  committed: { position: number; token_id: number; text: string; forced: boolean }[];
   /** Positions still masked after this forward. */
   masked: number;
 }
@@ -24,7 +24,7 @@ export function denoisingOf(step: GenerateStep): DenoisingStep {
     step: step.step,
     block_size: step.blockSize,
     reply_start: step.replyStart,
-    committed: step.committed.map((c) => ({ position: c.position, token_id: c.tokenId, text: c.text })),
+    committed: step.committed.map((c) => ({ position: c.position, token_id: c.tokenId, text: c.text, forced: c.forced })),
     masked: step.masked,
   };
 }

@@ -9,7 +9,7 @@ export function stepEvent(step: DenoiseStep, decode: (ids: readonly number[]) =>
     step: step.step,
     blockSize: step.blockSize,
     replyStart: step.replyStart,
-    committed: step.committed.map(({ position, tokenId }) => ({ position, tokenId, text: decode([tokenId]) })),
+    committed: step.committed.map(({ position, tokenId, forced }) => ({ position, tokenId, text: decode([tokenId]), forced })),
     masked: step.masked,
   });
 }

@@ -2,7 +2,13 @@
 // block, on hand-written logits and through Generate on the tiny model; none without the option.
 import { createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { InferenceService, Role, type GenerateResponse, type GenerateStep } from "../../gen/tessera/inference/v1/inference_pb.js";
+import {
+  InferenceService,
+  ResponseFormatType,
+  Role,
+  type GenerateResponse,
+  type GenerateStep,
+} from "../../gen/tessera/inference/v1/inference_pb.js";
 import { silentLogger } from "../../lib/logger.js";
 import { DenoiseTrace, type DenoiseStep } from "./decoder/denoise-trace.js";
 import { buildPolicy } from "./decoder/policies/registry.js";
@@ -44,9 +50,8 @@ function tracedStep(seq: Sequence, trace: DenoiseTrace, plan: Record<number, num
   for (const [j, token] of Object.entries(plan)) logits[(offset + Number(j)) * V + token] = 20;
   const past = seq.kv.length;
   const present = new Float32Array(past + tokens.length);
-  const before = trace.before();
   seq.applyStep({ logits, present: [{ key: present, value: present }] }, 0, past, tokens.length);
-  return trace.after(before);
+  return trace.afterForward();
 }
 
 describe("DenoiseTrace", () => {
@@ -60,21 +65,21 @@ describe("DenoiseTrace", () => {
       blockSize: BLOCK,
       replyStart: 2,
       committed: [
-        { position: 2, tokenId: 3 },
-        { position: 5, tokenId: 4 },
+        { position: 2, tokenId: 3, forced: false },
+        { position: 5, tokenId: 4, forced: false },
       ],
       masked: 4,
     });
     // Nothing confident: the single most confident position (the first, on a tie) is committed.
-    expect(tracedStep(seq, trace, {})).toMatchObject({ step: 2, committed: [{ position: 3, tokenId: 0 }], masked: 3 });
+    expect(tracedStep(seq, trace, {})).toMatchObject({ step: 2, committed: [{ position: 3, tokenId: 0, forced: false }], masked: 3 });
     // The forward that completes the block: the sequence moves on, the trace still reports block 0.
     expect(tracedStep(seq, trace, { 4: 5, 6: 6, 7: 7 })).toMatchObject({
       blockIndex: 0,
       step: 3,
       committed: [
-        { position: 4, tokenId: 5 },
-        { position: 6, tokenId: 6 },
-        { position: 7, tokenId: 7 },
+        { position: 4, tokenId: 5, forced: false },
+        { position: 6, tokenId: 6, forced: false },
+        { position: 7, tokenId: 7, forced: false },
       ],
       masked: 0,
     });
@@ -118,38 +123,50 @@ describe("Generate with include_denoising (tiny model)", () => {
     await pool?.close();
   });
 
-  async function events(includeDenoising: boolean): Promise<GenerateResponse["event"][]> {
+  async function events(includeDenoising: boolean, options: { jsonObject?: boolean } = {}): Promise<GenerateResponse["event"][]> {
     const out: GenerateResponse["event"][] = [];
     const messages = [{ role: Role.USER, content: [{ part: { case: "text" as const, value: "Tell me a story about a dog." } }] }];
-    for await (const res of client.generate({ model: "textmodel-26b", messages, options: { maxTokens: 150, includeDenoising } })) {
+    const responseFormat = options.jsonObject ? { type: ResponseFormatType.JSON_OBJECT } : undefined;
+    for await (const res of client.generate({
+      model: "textmodel-26b",
+      messages,
+      options: { maxTokens: 150, includeDenoising, responseFormat },
+    })) {
       out.push(res.event);
     }
     return out;
   }
 
-  it("sends one step per denoising forward, each position of a block committed once, before the block's text", async () => {
+  /**
+   * Checks the steps of one generation: one per denoising forward (and one more when grammar-
+   * forced tokens ended the reply), numbered within each block, every reply position of a block
+   * committed exactly once, each block's text after its last step. Returns the steps.
+   */
+  async function checkedSteps(options: { jsonObject?: boolean }): Promise<GenerateStep[]> {
     const before = forwards.length;
-    const all = await events(true);
+    const all = await events(true, options);
     const denoiseForwards = forwards.slice(before).filter((f) => f.fetch.output !== "none").length;
     const steps = all.flatMap((e) => (e.case === "step" ? [e.value] : []));
-    expect(steps.length).toBe(denoiseForwards);
     const finished = all.at(-1);
-    expect(finished?.case).toBe("finished");
-    if (finished?.case !== "finished") return;
-    expect(steps.length).toBe(finished.value.forwardPasses - (forwards.length - before - denoiseForwards));
+    if (finished?.case !== "finished") throw new Error("no finished event");
+    const endedByJump = steps.length === denoiseForwards + 1;
+    expect(steps.length).toBe(denoiseForwards + (endedByJump ? 1 : 0));
+    if (endedByJump) expect(steps.at(-1)!.committed.every((c) => c.forced)).toBe(true);
+    expect(denoiseForwards).toBe(finished.value.forwardPasses - (forwards.length - before - denoiseForwards));
 
     const byBlock = new Map<number, GenerateStep[]>();
     for (const s of steps) byBlock.set(s.blockIndex, [...(byBlock.get(s.blockIndex) ?? []), s]);
     expect([...byBlock.keys()]).toEqual([...byBlock.keys()].map((_, i) => i));
     let replyTokens = 0;
     for (const [block, list] of byBlock) {
-      expect(list.map((s) => s.step)).toEqual(list.map((_, i) => i + 1));
+      const forwardSteps = endedByJump && block === byBlock.size - 1 ? list.slice(0, -1) : list;
+      expect(forwardSteps.map((s) => s.step)).toEqual(forwardSteps.map((_, i) => i + 1));
       const positions = list.flatMap((s) => s.committed.map((c) => c.position));
       expect(new Set(positions).size).toBe(positions.length);
       expect(Math.min(...positions)).toBeGreaterThanOrEqual(list[0]!.replyStart);
       for (const s of list) for (const c of s.committed) expect(c.text).not.toBe("");
       const last = list.at(-1)!;
-      expect(last.masked).toBe(block < byBlock.size - 1 ? 0 : last.masked);
+      if (block < byBlock.size - 1) expect(last.masked).toBe(0);
       expect(positions.length + last.masked).toBe(last.blockSize - list[0]!.replyStart);
       replyTokens += positions.length;
       // A block's text arrives after its last step.
@@ -157,8 +174,19 @@ describe("Generate with include_denoising (tiny model)", () => {
       const deltaAt = all.findIndex((e) => e.case === "delta" && e.value.blockIndex === block);
       if (deltaAt !== -1) expect(deltaAt).toBeGreaterThan(lastStepAt);
     }
-    // max_tokens 150 is reached: overshoot past it was committed too, then trimmed.
+    // Overshoot past the end was committed too, then trimmed.
     expect(replyTokens).toBeGreaterThanOrEqual(finished.value.usage!.completionTokens);
+    return steps;
+  }
+
+  it("sends one step per denoising forward, each position of a block committed once, before the block's text", async () => {
+    const steps = await checkedSteps({});
+    expect(steps.flatMap((s) => s.committed).some((c) => c.forced)).toBe(false);
+  });
+
+  it("under a grammar (json_object), reports grammar-forced tokens as forced, with the next forward's", async () => {
+    const steps = await checkedSteps({ jsonObject: true });
+    expect(steps.flatMap((s) => s.committed).some((c) => c.forced)).toBe(true);
   });
 
   it("sends no step without the option, and the same reply either way", async () => {

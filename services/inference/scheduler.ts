@@ -215,7 +215,10 @@ export class Scheduler {
   private async prepare(entry: Entry): Promise<void> {
     if (entry.cancelled || entry.failed) return;
     try {
-      this.deliver(entry, await entry.seq.prepareStep());
+      const result = await entry.seq.prepareStep();
+      const forced = entry.trace?.afterJump();
+      if (forced !== undefined) entry.channel.push({ type: "step", step: forced });
+      this.deliver(entry, result);
     } catch (err) {
       this.fail(entry, err);
     }
@@ -256,9 +259,8 @@ export class Scheduler {
     entry.seq.forwardPasses++;
     let result: StepResult;
     try {
-      const before = entry.trace?.before();
       result = entry.seq.applyStep(out, row, past, seq);
-      if (before !== undefined) entry.channel.push({ type: "step", step: entry.trace!.after(before) });
+      if (entry.trace !== undefined) entry.channel.push({ type: "step", step: entry.trace.afterForward() });
     } catch (err) {
       this.fail(entry, err);
       return;

@@ -9,7 +9,7 @@ export interface DenoisingStep {
   block_size: number;
   reply_start: number;
   masked: number;
-  committed: { position: number; token_id: number; text: string }[];
+  committed: { position: number; token_id: number; text: string; forced: boolean }[];
 }
 
 export interface Usage {

@@ -72,13 +72,14 @@ export class DenoiseView {
     if (this.current === null || this.current.block !== step.block) this.openBlock(step);
     const stats = this.current!;
     stats.forwards = step.step;
-    for (const { position, token_id, text } of step.committed) {
+    for (const { position, token_id, text, forced } of step.committed) {
       const cell = this.cells[position];
       if (cell === undefined) continue;
       cell.dataset["state"] = "committed";
-      cell.dataset["step"] = String(step.step);
+      cell.dataset["step"] = String(Math.max(1, step.step));
+      if (forced) cell.dataset["forced"] = "true";
       cell.textContent = visibleToken(text);
-      cell.title = `${JSON.stringify(text)} · token ${token_id} · step ${step.step}`;
+      cell.title = `${JSON.stringify(text)} · token ${token_id} · ${forced ? "forced by the grammar before forward" : "forward"} ${step.step}`;
       stats.committed++;
     }
     this.shade(step.step);
