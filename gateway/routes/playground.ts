@@ -44,7 +44,6 @@ export function playgroundRoutes(dir = playgroundDir(import.meta.dirname)): Rout
       method: "GET",
       path,
       errorStyle: "detail",
-      auth: "none",
       body: "none",
       logLevel: "debug",
       handle(ctx) {
