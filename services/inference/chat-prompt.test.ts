@@ -18,6 +18,7 @@ import {
 import { buildChatPrompt, withForcedTool, type ChatTemplateVariables } from "./chat-prompt.js";
 import type { ModelCapabilities } from "./model-config.js";
 import { TINY_MODEL_DIR } from "./test-support.js";
+import { toConnectError } from "./connect-errors.js";
 
 const template = new Template(JSON.parse(readFileSync(path.join(TINY_MODEL_DIR, "tokenizer_config.json"), "utf8")).chat_template as string);
 const render = (v: ChatTemplateVariables) => template.render(v as unknown as Record<string, unknown>);
@@ -49,7 +50,7 @@ function refusal(run: () => unknown): ConnectError {
   try {
     run();
   } catch (err) {
-    return ConnectError.from(err);
+    return ConnectError.from(toConnectError(err));
   }
   throw new Error("expected a refusal");
 }

@@ -1,4 +1,3 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import {
   ResponseFormatType,
@@ -8,6 +7,7 @@ import {
   type GenerationOptions,
   type ToolDefinition,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
+import { InvalidRequest } from "./engine-errors.js";
 import type { ModelCapabilities } from "./model-config.js";
 import type { ReplyParserOptions } from "./reply-parser.js";
 
@@ -62,7 +62,7 @@ const ROLE_NAMES: Partial<Record<Role, TemplateMessage["role"]>> = {
   [Role.TOOL]: "tool",
 };
 
-const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+const invalid = (message: string) => new InvalidRequest(message);
 
 /**
  * Turns a Generate/CountTokens request into chat template variables and reply-parser

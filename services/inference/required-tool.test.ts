@@ -24,6 +24,7 @@ import { loadModelPool, type ModelPool } from "./model-pool.js";
 import { chooseRequiredTool, forcedCallSplit, longestForcedPrompt, pickHighest } from "./required-tool.js";
 import { inferenceRoutes } from "./server.js";
 import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "./test-support.js";
+import { toConnectError } from "./connect-errors.js";
 
 const logger = silentLogger();
 const MODEL = "textmodel-26b";
@@ -137,7 +138,9 @@ describe("forcedCallSplit", () => {
     const prompt = requiredPrompt(["a", "b"]);
     const renderPlain = (v: ChatTemplateVariables) => plain.render(v as unknown as Record<string, unknown>);
     expect(forcedCallSplit(prompt.variables, renderPlain)).toBeUndefined();
-    const err = ConnectError.from(await chooseRequiredTool(engine, prompt, { model: MODEL, render: renderPlain }).catch((e: unknown) => e));
+    const err = ConnectError.from(
+      toConnectError(await chooseRequiredTool(engine, prompt, { model: MODEL, render: renderPlain }).catch((e: unknown) => e)),
+    );
     expect(err.code).toBe(Code.FailedPrecondition);
     expect(err.message).toContain(`"${MODEL}"`);
   });

@@ -1,8 +1,8 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import { withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
 import type { ModelEngine } from "./engine.js";
 import { scoreSuffixes } from "./score.js";
 import type { TextTokenizer } from "./tokenizer.js";
+import { Unsupported } from "./engine-errors.js";
 
 /**
  * tool_choice "required" with several tools, honoured by construction: the model's probability
@@ -144,9 +144,8 @@ function renderedName(prompt: ChatPrompt, context: ToolChoiceContext, split: For
   return text.slice(before.length, text.length - after.length);
 }
 
-function unsupported(model: string, why: string): ConnectError {
-  return new ConnectError(
+function unsupported(model: string, why: string): Unsupported {
+  return new Unsupported(
     `model "${model}" cannot honour tool_choice "required" with several tools: ${why} (docs/model-contract.md, forced_tool)`,
-    Code.FailedPrecondition,
   );
 }

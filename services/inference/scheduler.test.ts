@@ -12,6 +12,7 @@ import { engineMetrics } from "./metrics.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import type { GenerationEvent } from "./scheduler.js";
 import { TINY_MODEL_DIR, inputHasToken, recordingRunner, type RecordedForward } from "./test-support.js";
+import { toConnectError } from "./connect-errors.js";
 
 let model: ModelDir;
 const engines: ModelEngine[] = [];
@@ -74,7 +75,7 @@ async function rejection(promise: Promise<unknown>): Promise<ConnectError> {
   try {
     await promise;
   } catch (err) {
-    return ConnectError.from(err);
+    return ConnectError.from(toConnectError(err));
   }
   throw new Error("expected a rejection");
 }

@@ -1,9 +1,9 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "../../lib/logger.js";
 import { BatchBuilder, type BatchRow } from "./decoder/batch.js";
 import type { ForwardOutputs, ForwardRunner } from "./decoder/forward.js";
 import { DenoiseTrace, type DenoiseStep } from "./decoder/denoise-trace.js";
 import { Sequence, type BlockText, type DecodeModel, type Finished, type SequenceParams, type StepResult } from "./decoder/sequence.js";
+import { type EngineError, ModelFailure, ShuttingDown } from "./engine-errors.js";
 import { EventChannel } from "./event-channel.js";
 import type { EngineMetrics } from "./metrics.js";
 import { canceled, SlotPool } from "./slots.js";
@@ -33,7 +33,7 @@ interface Entry {
   channel: EventChannel<GenerationEvent>;
   cancelled: boolean;
   /** What a cancelled sequence's consumer gets. */
-  cancelError: ConnectError;
+  cancelError: EngineError;
   failed: boolean;
   arrivedAt: number;
   admittedAt: number;
@@ -296,7 +296,7 @@ export class Scheduler {
     entry.failed = true;
     this.options.logger?.error({ err, model: this.options.name }, "model forward failed for a sequence");
     const message = err instanceof Error ? err.message : String(err);
-    entry.channel.fail(new ConnectError(`model "${this.options.name}" failed on this request: ${message}`, Code.Unavailable));
+    entry.channel.fail(new ModelFailure(`model "${this.options.name}" failed on this request: ${message}`));
   }
 
   /** Removes finished, failed and cancelled sequences and frees their slots. */
@@ -317,6 +317,6 @@ export class Scheduler {
   }
 }
 
-function shuttingDown(name: string): ConnectError {
-  return new ConnectError(`model "${name}" is shutting down`, Code.Unavailable);
+function shuttingDown(name: string): ShuttingDown {
+  return new ShuttingDown(`model "${name}" is shutting down`);
 }

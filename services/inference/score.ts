@@ -1,7 +1,7 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import { BatchBuilder } from "./decoder/batch.js";
 import { SequenceKV } from "./decoder/kv-cache.js";
 import type { ModelEngine } from "./engine.js";
+import { InvalidRequest, ModelFailure } from "./engine-errors.js";
 import { handOver, isWorkerSession } from "./onnx-worker-session.js";
 import { copiedPast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
 import { planReadoutForwards } from "./score-plan.js";
@@ -49,7 +49,7 @@ interface ReadoutRow {
   reads: Read[];
 }
 
-const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+const invalid = (message: string) => new InvalidRequest(message);
 
 /**
  * The decision readout (DESIGN.md §6). The prefix's complete blocks are computed once; then
@@ -201,7 +201,7 @@ async function runModel<T>(engine: ModelEngine, run: () => Promise<T>): Promise<
     return await run();
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    throw new ConnectError(`model "${engine.name}" failed on this request: ${message}`, Code.Unavailable);
+    throw new ModelFailure(`model "${engine.name}" failed on this request: ${message}`);
   }
 }
 

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   FinishReason,
   GenerateDeltaSchema,
@@ -18,7 +18,9 @@ import type { Logger } from "../../lib/logger.js";
 import { buildChatPrompt, type ChatInput, type ChatPrompt } from "./chat-prompt.js";
 import type { CommittedLogprob } from "./decoder/logprobs.js";
 import { StopMatcher } from "./decoder/reply-text.js";
+import { withConnectErrors } from "./connect-errors.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
+import { InvalidRequest, ModelNotServed, PromptTooLong } from "./engine-errors.js";
 import { DEFAULT_GRAMMAR_OPTIONS, grammarsForModel, type GrammarOptions } from "./grammar/model-grammars.js";
 import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
 import type { ModelPool } from "./model-pool.js";
@@ -51,9 +53,14 @@ const FINISH_REASONS = {
 /** OpenAI's most alternatives per token. */
 const MAX_TOP_LOGPROBS = 20;
 
-const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+const invalid = (message: string) => new InvalidRequest(message);
 
-export function createInferenceService({ pool, logger, workerId, grammar }: InferenceDeps): ServiceImpl<typeof InferenceService> {
+/** The inference service; the engine's own errors become Connect errors at this edge (connect-errors.ts). */
+export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof InferenceService> {
+  return withConnectErrors(engineService(deps));
+}
+
+function engineService({ pool, logger, workerId, grammar }: InferenceDeps): ServiceImpl<typeof InferenceService> {
   const grammarOptions = { ...DEFAULT_GRAMMAR_OPTIONS, ...grammar };
 
   /** The reply's grammar (InvalidArgument for a schema it cannot enforce), or undefined for free text. */
@@ -74,7 +81,7 @@ export function createInferenceService({ pool, logger, workerId, grammar }: Infe
   function engineFor(model: string): ModelEngine {
     if (model === "") throw invalid("model is required");
     const engine = pool.engine(model);
-    if (engine === undefined) throw new ConnectError(`model "${model}" is not served by this worker`, Code.NotFound);
+    if (engine === undefined) throw new ModelNotServed(`model "${model}" is not served by this worker`);
     return engine;
   }
 
@@ -133,7 +140,7 @@ export function createInferenceService({ pool, logger, workerId, grammar }: Infe
       const context = engine.decode.maxPositions;
       if (ids.length >= context) {
         grammar?.state.dispose();
-        throw invalid(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
+        throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
       }
       const maxTokens = effectiveMaxTokens(options?.maxTokens ?? 0, ids.length, context);
       const tokenizer = engine.model.tokenizer;

@@ -1,5 +1,4 @@
-import { Code, ConnectError } from "@connectrpc/connect";
-import { OverloadedSchema } from "../../gen/tessera/inference/v1/inference_pb.js";
+import { Cancelled, Overloaded } from "./engine-errors.js";
 
 interface Waiter {
   resolve: () => void;
@@ -85,17 +84,15 @@ export class SlotPool {
     }
   }
 
-  private overloaded(): ConnectError {
+  private overloaded(): Overloaded {
     const retryAfterSeconds = Math.max(1, Math.ceil((this.holdSeconds * (this.waiters.length + 1)) / this.total));
-    return new ConnectError(
+    return new Overloaded(
       `model "${this.modelName}" is overloaded: all ${this.total} generation slots are busy and the wait queue is full`,
-      Code.ResourceExhausted,
-      undefined,
-      [{ desc: OverloadedSchema, value: { retryAfterSeconds } }],
+      retryAfterSeconds,
     );
   }
 }
 
-export function canceled(): ConnectError {
-  return new ConnectError("request cancelled", Code.Canceled);
+export function canceled(): Cancelled {
+  return new Cancelled();
 }

@@ -1,6 +1,6 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import { ResponseFormatType, type ToolDefinition } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import type { ChatInput, ChatPrompt } from "../chat-prompt.js";
+import { InvalidRequest } from "../engine-errors.js";
 import type { TextTokenizer } from "../tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import { MatcherState } from "./matcher-state.js";
@@ -56,7 +56,7 @@ export async function sequenceGrammar(
   try {
     compiled = await grammars.compile(spec);
   } catch (err) {
-    if (err instanceof SchemaError) throw new ConnectError(err.message, Code.InvalidArgument);
+    if (err instanceof SchemaError) throw new InvalidRequest(err.message);
     throw err;
   }
   const state = new Utf8CheckedState(new MatcherState(await grammars.matcher(compiled)), grammars.tokenBytes);
