@@ -1,6 +1,6 @@
 /**
  * The errors the engine raises. It knows nothing of RPC: the service edge
- * (service.ts, `toConnectError`) maps each kind to a Connect code, in one table.
+ * (connect-errors.ts, used by service.ts) maps each kind to a Connect code, in one table.
  */
 export abstract class EngineError extends Error {
   abstract readonly kind: EngineErrorKind;
