@@ -189,7 +189,7 @@ describe("playground", () => {
     await page.getByTestId("decision-run").click();
     const error = page.locator("#decision-error");
     await error.waitFor({ state: "visible" });
-    expect(await error.textContent()).toMatch(/^422 validation_error/);
+    expect(await error.textContent()).toMatch(/^422 invalid_request_error/);
     expect(await error.textContent()).toContain("questions.q");
   });
 

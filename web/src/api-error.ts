@@ -37,6 +37,18 @@ export function apiErrorFrom(status: number, body: string, headers: { get(name: 
 
 /** The error object of a JSON body (also what a stream's error event carries). */
 export function errorFromBody(status: number, json: unknown, extra: ApiError["extra"] = {}): ApiError {
+  // A validation failure's list first: the body may carry OpenAI's `error` beside it.
+  if (isObject(json) && Array.isArray(json["detail"])) {
+    extra.details = json["detail"].map((item) => {
+      if (!isObject(item)) return String(item);
+      const loc = Array.isArray(item["loc"]) ? item["loc"].join(".") : "";
+      return `${loc}: ${text(item["msg"]) ?? ""} (${text(item["type"]) ?? ""})`;
+    });
+    const e = isObject(json["error"]) ? json["error"] : {};
+    const code = text(e["code"]);
+    if (code !== undefined) extra.code = code;
+    return new ApiError(status, text(e["type"]) ?? "validation_error", text(e["message"]) ?? "the request is not valid", extra);
+  }
   if (isObject(json) && isObject(json["error"])) {
     const e = json["error"];
     const code = text(e["code"]);
@@ -46,14 +58,6 @@ export function errorFromBody(status: number, json: unknown, extra: ApiError["ex
   if (isObject(json) && isObject(json["detail"])) {
     const d = json["detail"];
     return new ApiError(status, text(d["error_type"]) ?? "error", text(d["message"]) ?? "", extra);
-  }
-  if (isObject(json) && Array.isArray(json["detail"])) {
-    extra.details = json["detail"].map((item) => {
-      if (!isObject(item)) return String(item);
-      const loc = Array.isArray(item["loc"]) ? item["loc"].join(".") : "";
-      return `${loc}: ${text(item["msg"]) ?? ""} (${text(item["type"]) ?? ""})`;
-    });
-    return new ApiError(status, "validation_error", "the request is not valid", extra);
   }
   return new ApiError(status, "error", JSON.stringify(json).slice(0, 500), extra);
 }

@@ -112,6 +112,13 @@ describe("API errors", () => {
     expect(detail).toMatchObject({ status: 429, type: "rate_limit_error", message: "slow down" });
     const invalid = errorFromBody(422, { detail: [{ loc: ["body", "questions", "q"], msg: "criteria is required", type: "missing" }] });
     expect(invalid.extra.details).toEqual(["body.questions.q: criteria is required (missing)"]);
+    expect(invalid.type).toBe("validation_error");
+    const both = errorFromBody(422, {
+      detail: [{ loc: ["body", "state"], msg: "Field required", type: "missing" }],
+      error: { message: "body.state: Field required", type: "invalid_request_error", code: "missing" },
+    });
+    expect(both).toMatchObject({ type: "invalid_request_error", message: "body.state: Field required", extra: { code: "missing" } });
+    expect(both.extra.details).toEqual(["body.state: Field required (missing)"]);
     expect(apiErrorFrom(502, "<html>bad gateway</html>", headers({}))).toMatchObject({
       status: 502,
       type: "http_error",
