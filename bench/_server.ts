@@ -25,6 +25,8 @@ export interface BenchServer {
   key: string;
   child: ChildProcess;
   logFile: string;
+  /** The server's data directory (the embedded store). */
+  dataDir: string;
   /** Resident memory of the server process, from its /metrics. */
   rss(): Promise<number>;
   stop(): Promise<void>;
@@ -77,6 +79,7 @@ export async function startBenchServer(
     key,
     child,
     logFile,
+    dataDir: join(scratch, "data"),
     async rss() {
       const text = await (await fetch(`${url}/metrics`)).text();
       return Number(/^tessera_process_resident_memory_bytes (\S+)$/m.exec(text)?.[1] ?? NaN);

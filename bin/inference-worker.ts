@@ -38,6 +38,7 @@ export async function startInferenceWorker(
     models,
     slots: config.slots,
     queue: config.queue,
+    maxScoreWorkTokens: config.maxDecisionWorkTokens,
     intraOpThreads: config.intraOpThreads,
     executionProviders: config.executionProviders,
     ortWorker: config.ortWorker,

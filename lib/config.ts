@@ -15,6 +15,8 @@ export interface Config {
   defaultRequestsPerMinute: number;
   slots: number;
   queue: number;
+  /** Most tokens of model work one decision (Score request) may need. */
+  maxDecisionWorkTokens: number;
   intraOpThreads: number;
   /** Run ONNX Runtime sessions on a worker thread. */
   ortWorker: boolean;
@@ -174,6 +176,15 @@ export const SETTINGS: readonly AnySetting[] = [
     fallback: "16",
     help: "Requests that may wait for a slot; beyond that the answer is 529 overloaded_error.",
     parse: integer(0, 100_000),
+  },
+  {
+    env: "TESSERA_MAX_DECISION_WORK_TOKENS",
+    key: "maxDecisionWorkTokens",
+    fallback: "32768",
+    help:
+      "Most tokens of model work one decision may need (the state once, plus each question's row: its state tail, question and answer slot); " +
+      "more is refused with 400 naming this limit before the model runs.",
+    parse: integer(1, 100_000_000),
   },
   {
     env: "TESSERA_ORT_WORKER",

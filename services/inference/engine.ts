@@ -1,5 +1,6 @@
 import type { Logger } from "../../lib/logger.js";
-import { createOrtRunner, serializeRunner, type ForwardRunner, type KVShape } from "./decoder/forward.js";
+import { fairRunner, type LaneRunner } from "./decoder/fair-runner.js";
+import { createOrtRunner, type ForwardRunner, type KVShape } from "./decoder/forward.js";
 import type { UnmaskPolicy } from "./decoder/policies/policy.js";
 import { DEFAULT_THRESHOLD } from "./decoder/policies/registry.js";
 import { selectPolicy } from "./decoder/policies/select.js";
@@ -10,6 +11,8 @@ import { Scheduler } from "./scheduler.js";
 
 export const DEFAULT_MAX_TOKENS = 1024;
 export const MAX_TOKENS_CAP = 8192;
+/** Default of the cap on a Score request's work (TESSERA_MAX_DECISION_WORK_TOKENS). */
+export const DEFAULT_MAX_SCORE_WORK_TOKENS = 32_768;
 
 /** One loaded model with its slots and step loop; it may answer to several serving ids. */
 export interface ModelEngine {
@@ -18,8 +21,8 @@ export interface ModelEngine {
   servingIds: string[];
   model: ModelDir;
   decode: DecodeModel;
-  /** Serialized: one forward at a time, shared by generation and Score. */
-  runner: ForwardRunner;
+  /** One forward at a time, shared fairly by generation and each Score request (fair-runner.ts). */
+  runner: LaneRunner;
   scheduler: Scheduler;
   /** The unmasking policy of this model's replies (of serving ids without their own). */
   policy: UnmaskPolicy;
@@ -30,6 +33,8 @@ export interface ModelEngine {
    * also the one of the grammar's frontier rule (grammar/frontier-rule.ts).
    */
   threshold: number;
+  /** Most tokens of model work one Score request may need (score.ts). */
+  maxScoreWorkTokens: number;
   metrics: EngineMetrics | undefined;
   close(): Promise<void>;
 }
@@ -51,6 +56,8 @@ export interface ModelEngineOptions {
   serverPolicy?: string;
   /** Confidence of `threshold` where the policy spec gives none (default: config.json's, else 0.9). */
   threshold?: number;
+  /** Most tokens of model work one Score request may need; default DEFAULT_MAX_SCORE_WORK_TOKENS. */
+  maxScoreWorkTokens?: number;
   prefillChunk?: number;
   metrics?: EngineMetrics;
   logger?: Logger;
@@ -89,7 +96,7 @@ export function createModelEngine(options: ModelEngineOptions): ModelEngine {
   const own = new Map<string, UnmaskPolicy>();
   for (const [id, spec] of Object.entries(options.servingPolicies ?? {})) own.set(id, select(spec));
   const ortRunner = createOrtRunner(options.model.session, kvShapeOf(options.model));
-  const runner = serializeRunner(options.wrapRunner ? options.wrapRunner(ortRunner) : ortRunner);
+  const runner = fairRunner(options.wrapRunner ? options.wrapRunner(ortRunner) : ortRunner);
   const decode = decodeModelOf(options.model);
   const scheduler = new Scheduler({
     name: options.name,
@@ -112,6 +119,7 @@ export function createModelEngine(options: ModelEngineOptions): ModelEngine {
     policy,
     policyFor: (servingId) => own.get(servingId) ?? policy,
     threshold,
+    maxScoreWorkTokens: options.maxScoreWorkTokens ?? DEFAULT_MAX_SCORE_WORK_TOKENS,
     metrics: options.metrics,
     close: async () => {
       await scheduler.close();

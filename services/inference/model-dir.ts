@@ -11,7 +11,9 @@ import { parseModelConfig, type ModelConfig } from "./model-config.js";
 import { skippableHeadParts } from "./onnx-head.js";
 import { concatBytes } from "./onnx-proto.js";
 import { readoutGraph, usesExternalData } from "./onnx-readout.js";
-import { openSession, type ExecutionProvider, type OpenedSession } from "./onnx-session.js";
+import { modelText, type ModelText } from "./model-text.js";
+import { openSession, ortWorkerDefault, type ExecutionProvider, type OpenedSession } from "./onnx-session.js";
+import { maxTokenBytes } from "./text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "./tokenizer.js";
 
 /** A model directory loaded into memory (docs/model-contract.md). */
@@ -20,6 +22,10 @@ export interface ModelDir {
   config: ModelConfig;
   tokenizer: TextTokenizer;
   renderChat(variables: ChatTemplateVariables): string;
+  /** Rendering and tokenizing for requests, on the text worker thread unless sessions run on this thread. */
+  text: ModelText;
+  /** The most UTF-8 bytes one token stands for: a text of B bytes is at least B / this many tokens. */
+  maxTokenBytes: number;
   /** decision.json, when the directory has one. */
   decision: JsonObject | undefined;
   session: ort.InferenceSession;
@@ -76,6 +82,10 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
     decision = raw as JsonObject;
   }
 
+  const text = modelText(
+    { tokenizerJson, tokenizerConfig, chatTemplate: templateSource },
+    options.worker ?? ortWorkerDefault(),
+  );
   const onnxPath = path.join(root, config.onnxFile);
   const staged = await editedSource(onnxPath, config);
   let opened: OpenedSession;
@@ -101,12 +111,16 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
     config,
     tokenizer,
     renderChat: (variables) => template.render(variables as unknown as Record<string, unknown>),
+    text,
+    maxTokenBytes: maxTokenBytes(tokenizerJson),
     decision,
     session,
     executionProviders,
     readout: staged.readout,
     skippableHead: staged.skippableHead,
-    close: () => session.release(),
+    close: async () => {
+      await Promise.all([session.release(), text.close()]);
+    },
   };
 }
 

@@ -24,6 +24,8 @@ export interface ModelPoolOptions {
   unmaskPolicy?: string | undefined;
   /** Most prompt tokens per prefill forward (default 2048). */
   prefillChunk?: number;
+  /** Most tokens of model work one Score request may need (TESSERA_MAX_DECISION_WORK_TOKENS). */
+  maxScoreWorkTokens?: number;
   logger?: Logger;
   metrics?: Registry;
   /** Wraps each model's runner (tests: count rows, inject failures). */
@@ -80,6 +82,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         ...(options.unmaskPolicy !== undefined ? { serverPolicy: options.unmaskPolicy } : {}),
         servingPolicies: Object.fromEntries(servingIds.filter((id) => id in servingPolicies).map((id) => [id, servingPolicies[id]!])),
         ...(options.prefillChunk !== undefined ? { prefillChunk: options.prefillChunk } : {}),
+        ...(options.maxScoreWorkTokens !== undefined ? { maxScoreWorkTokens: options.maxScoreWorkTokens } : {}),
         ...(metrics !== undefined ? { metrics } : {}),
         ...(options.logger !== undefined ? { logger: options.logger } : {}),
         ...(wrap !== undefined ? { wrapRunner: (r: ForwardRunner) => wrap(r, name) } : {}),

@@ -2,12 +2,9 @@
 // worker): `WorkerSession`, with the surface of `ort.InferenceSession`; `repeatedRowFeed`,
 // which sends a batch whose rows all repeat one row (a readout's past) as that one row; and
 // `handOver`, which sends a feed's buffer without a copy.
-import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import path from "node:path";
-import { pathToFileURL } from "node:url";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
+import { startModuleWorker } from "./module-worker.js";
 import {
   WORKER_MARK,
   type OpenedReply,
@@ -80,23 +77,9 @@ function sendable(data: ArrayBufferView, transfer: ArrayBuffer[]): ArrayBufferVi
   return copy;
 }
 
-/**
- * Starts the worker: the built file, or under tsx or vitest the TypeScript source through
- * tsx (Node 20 does not apply a worker's `--import tsx` hooks to its entry point, so a small
- * bootstrap registers tsx's ESM hooks and then imports the source).
- */
+/** The session's worker thread (onnx-worker.ts). */
 function startWorker(): Worker {
-  if (!import.meta.url.endsWith(".ts")) return new Worker(new URL("./onnx-worker.js", import.meta.url), { workerData: WORKER_MARK });
-  const entry = new URL("./onnx-worker.ts", import.meta.url).href;
-  const bootstrap = `import(${JSON.stringify(tsxEsmApi())}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); });`;
-  return new Worker(bootstrap, { eval: true, workerData: WORKER_MARK, execArgv: [] });
-}
-
-/** The file URL of tsx's `tsx/esm/api` (ESM build), from its package's exports. */
-function tsxEsmApi(): string {
-  const pkgFile = createRequire(import.meta.url).resolve("tsx/package.json");
-  const pkg = JSON.parse(readFileSync(pkgFile, "utf8")) as { exports: Record<string, { import: { default: string } }> };
-  return pathToFileURL(path.join(path.dirname(pkgFile), pkg.exports["./esm/api"]!.import.default)).href;
+  return startModuleWorker("onnx-worker", WORKER_MARK);
 }
 
 type Pending = { resolve: (reply: WorkerReply & { ok: true }) => void; reject: (err: Error) => void };

@@ -5,7 +5,7 @@ import { InvalidRequest, ModelFailure } from "./engine-errors.js";
 import { handOver, isWorkerSession } from "./onnx-worker-session.js";
 import { copiedPast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
 import { planReadoutForwards } from "./score-plan.js";
-import { tokenizeScorePrompts } from "./score-tokens.js";
+import { fewestTokens, refuseIfCannotFit } from "./text-bound.js";
 import { canceled } from "./slots.js";
 
 export interface ScoreInput {
@@ -33,8 +33,14 @@ export interface ScoreOutput {
 /** Most prefix tokens per prefill forward (whole blocks). */
 const PREFILL_CHUNK = 2048;
 
-/** Floats a readout forward may allocate (logits + mask + past copies), about 192 MB. */
-const FORWARD_BUDGET = 48 * 1024 * 1024;
+/** Floats a readout forward may allocate (logits + mask + past copies), about 64 MB. */
+const FORWARD_BUDGET = 16 * 1024 * 1024;
+
+/**
+ * Row tokens of one readout forward: the time slice a decision holds the model for before the
+ * fair runner may give it to another request (a row longer than this still goes in one forward).
+ */
+const FORWARD_ROW_TOKENS = 2048;
 
 interface Read {
   suffix: number;
@@ -81,15 +87,26 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   const { blockSize, maxPositions, maskTokenId, vocabSize: V, kvShape } = engine.decode;
   if (input.suffixes.length === 0) throw invalid("at least one suffix is required");
 
-  const { prefixIds, prompts } = tokenizeScorePrompts(
-    tokenizer,
+  // Bounds that need no tokenizing: the state alone cannot pass the context, and the work of
+  // the whole request (every row reads at least its question) cannot pass the cap.
+  const bytesPerToken = engine.model.maxTokenBytes;
+  const prefixBytes = Buffer.byteLength(input.prefix);
+  refuseIfCannotFit("the state", prefixBytes, bytesPerToken, maxPositions, engine.name);
+  const maxWork = engine.maxScoreWorkTokens;
+  let leastWork = fewestTokens(prefixBytes, bytesPerToken);
+  for (const suffix of input.suffixes) leastWork += fewestTokens(Buffer.byteLength(suffix.text), bytesPerToken);
+  if (leastWork > maxWork) throw tooMuchWork(`at least ${leastWork}`, maxWork);
+
+  const labelList = [...new Set(input.suffixes.flatMap((s) => s.labels))];
+  const { prefixIds, prompts, labelIds: labelTokens } = await engine.model.text.scoreTokens(
     input.prefix,
     input.suffixes.map((s) => s.text),
+    labelList,
   );
   let shared = Math.floor(prefixIds.length / blockSize) * blockSize;
   for (const prompt of prompts) shared = Math.min(shared, Math.floor(prompt.common / blockSize) * blockSize);
 
-  const labelIds = new Map<string, number[]>();
+  const labelIds = new Map<string, number[]>(labelList.map((label, i) => [label, labelTokens[i]!]));
   const rows = new Map<string, ReadoutRow>();
   const singleOnly: boolean[] = [];
   input.suffixes.forEach((suffix, i) => {
@@ -98,11 +115,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
     const length = prompt.common + prompt.rest.length;
     const base = [...prefixIds.slice(shared, prompt.common), ...prompt.rest];
     const labels = suffix.labels.map((label, j) => {
-      let ids = labelIds.get(label);
-      if (ids === undefined) {
-        ids = tokenizer.encode(label);
-        labelIds.set(label, ids);
-      }
+      const ids = labelIds.get(label)!;
       if (ids.length === 0) throw invalid(`suffixes[${i}].labels[${j}] is empty`);
       return ids;
     });
@@ -124,6 +137,11 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
       }
     });
   });
+  let work = shared;
+  for (const row of rows.values()) work += row.tokens.length;
+  if (work > maxWork) throw tooMuchWork(String(work), maxWork);
+  // This request's forwards, as the fair runner tells them from other requests'.
+  const lane = {};
 
   return engine.scheduler.withSlot(signal, async () => {
     // The prefix's complete blocks. A prefill's present key/values hold its past too, so the
@@ -139,7 +157,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
       if (signal?.aborted) throw canceled();
       const tokens = prefixIds.slice(past.length, Math.min(shared, past.length + chunk));
       const inputs = builder.build([{ kv, tokens }]);
-      const out = await runModel(engine, () => engine.runner.run(inputs, { present: true, output: "none" }));
+      const out = await runModel(engine, () => engine.runner.run(inputs, { present: true, output: "none" }, lane));
       engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "prefill" });
       past = { layers: out.present!, length: inputs.past + tokens.length };
       if (past.length < shared) kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, tokens.length);
@@ -161,7 +179,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
         const inputs = readoutInputs(batch, rowsPast, kvShape, blockSize, engine.decode.padTokenId, batchedPast);
         // built for this forward only
         if (onWorker) for (const data of [inputs.inputIds, inputs.positionIds, inputs.attentionMask]) handOver(data);
-        const out = await runModel(engine, () => engine.runner.run(inputs, { present: false, output: "logits" }));
+        const out = await runModel(engine, () => engine.runner.run(inputs, { present: false, output: "logits" }, lane));
         engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "score" });
         const logits = out.logits!;
         batch.forEach((row, b) => {
@@ -205,11 +223,21 @@ async function runModel<T>(engine: ModelEngine, run: () => Promise<T>): Promise<
   }
 }
 
-/** Most rows of `seq` tokens one readout forward may hold within FORWARD_BUDGET. */
+/** Most rows of `seq` tokens one readout forward may hold within FORWARD_BUDGET and FORWARD_ROW_TOKENS. */
 function maxRows(seq: number, past: number, engine: ModelEngine): number {
   const { vocabSize: V, kvShape } = engine.decode;
   const kvPerRow = 2 * kvShape.layers * kvShape.heads * kvShape.headDim * past;
-  return Math.max(1, Math.floor(FORWARD_BUDGET / (seq * V + seq * (past + seq) + kvPerRow)));
+  const byMemory = Math.floor(FORWARD_BUDGET / (seq * V + seq * (past + seq) + kvPerRow));
+  return Math.max(1, Math.min(byMemory, Math.floor(FORWARD_ROW_TOKENS / seq)));
+}
+
+/** The request would cost more model work than one request may (TESSERA_MAX_DECISION_WORK_TOKENS). */
+function tooMuchWork(work: string, limit: number): ConnectError {
+  return invalid(
+    `this request needs ${work} tokens of model work (the state once, then one row per question: its tail of the state, ` +
+      `the question and the answer slot); one request may use at most ${limit} (TESSERA_MAX_DECISION_WORK_TOKENS). ` +
+      "Ask fewer questions, with fewer or shorter options, or split the request.",
+  );
 }
 
 function logSumExp(logits: Float32Array, offset: number, vocab: number): number {

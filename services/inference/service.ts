@@ -15,7 +15,7 @@ import {
   type TokenLogprob,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import type { Logger } from "../../lib/logger.js";
-import { buildChatPrompt, type ChatInput, type ChatPrompt } from "./chat-prompt.js";
+import { buildChatPrompt, type ChatInput, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
 import type { CommittedLogprob } from "./decoder/logprobs.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { withConnectErrors } from "./connect-errors.js";
@@ -30,6 +30,8 @@ import { createReplyParser, type ReplyDelta } from "./reply-parser.js";
 import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate } from "./required-tool.js";
 import type { GenerationEvent } from "./scheduler.js";
 import { scoreSuffixes } from "./score.js";
+import { chatTextBytes, refuseIfCannotFit } from "./text-bound.js";
+import { TemplateRenderError } from "./text-ops.js";
 
 export interface InferenceDeps {
   pool: ModelPool;
@@ -96,31 +98,50 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     };
   }
 
+  /** A conversation that cannot fit the context whatever its tokens is refused before any rendering. */
+  function boundChat(modelId: string, engine: ModelEngine, input: ChatInput): void {
+    const context = engine.decode.maxPositions;
+    const bytes = chatTextBytes(input, context * engine.model.maxTokenBytes);
+    refuseIfCannotFit("the conversation", bytes, engine.model.maxTokenBytes, context, modelId);
+  }
+
+  /** Renders and tokenizes a conversation off the event loop (the text worker). */
+  async function renderEncode(engine: ModelEngine, variables: ChatTemplateVariables): Promise<number[]> {
+    try {
+      return await engine.model.text.renderEncode(variables);
+    } catch (err) {
+      if (err instanceof TemplateRenderError) throw invalid(`the chat template cannot render this conversation: ${err.message}`);
+      throw err;
+    }
+  }
+
   /**
    * The prompt a generation runs on, rendered and tokenized. With tool_choice "required" and
    * several tools, the tool is chosen first (required-tool.ts: one Score readout) and forced.
    */
   async function generationPrompt(modelId: string, engine: ModelEngine, input: ChatInput, signal: AbortSignal) {
+    boundChat(modelId, engine, input);
     const built = buildChatPrompt(modelId, engine.model.config.capabilities, input);
-    const render = templateOf(engine);
     if (built.requiredTools.length === 0) {
-      return { prompt: built, ids: engine.model.tokenizer.encode(render(built.variables)), choice: undefined };
+      return { prompt: built, ids: await renderEncode(engine, built.variables), choice: undefined };
     }
+    const render = templateOf(engine);
     const started = performance.now();
     const choice = await chooseRequiredTool(engine, built, { model: modelId, render }, signal);
     const ms = Math.round(performance.now() - started);
-    return { prompt: choice.prompt, ids: engine.model.tokenizer.encode(choice.text), choice: { ...choice, ms } };
+    return { prompt: choice.prompt, ids: await engine.model.text.encode(choice.text), choice: { ...choice, ms } };
   }
 
   /**
    * CountTokens of a conversation: the tokens of its prompt; with tool_choice "required" and
    * several tools (the tool not chosen yet), the longest of their forced prompts.
    */
-  function countPrompt(modelId: string, engine: ModelEngine, input: ChatInput): number {
+  async function countPrompt(modelId: string, engine: ModelEngine, input: ChatInput): Promise<number> {
+    boundChat(modelId, engine, input);
     const built = buildChatPrompt(modelId, engine.model.config.capabilities, input);
+    if (built.requiredTools.length === 0) return (await renderEncode(engine, built.variables)).length;
     const render = templateOf(engine);
     const tokenizer = engine.model.tokenizer;
-    if (built.requiredTools.length === 0) return tokenizer.encode(render(built.variables)).length;
     return tokenizer.encode(longestForcedPrompt(tokenizer, built, { model: modelId, render })).length;
   }
 
@@ -245,10 +266,10 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
       };
     },
 
-    countTokens(req: CountTokensRequest) {
+    async countTokens(req: CountTokensRequest) {
       const engine = engineFor(req.model);
-      if (req.messages.length === 0) return { tokens: engine.model.tokenizer.encode(req.text).length };
-      return { tokens: countPrompt(req.model, engine, { messages: req.messages, tools: req.tools, options: req.options }) };
+      if (req.messages.length === 0) return { tokens: (await engine.model.text.encode(req.text)).length };
+      return { tokens: await countPrompt(req.model, engine, { messages: req.messages, tools: req.tools, options: req.options }) };
     },
 
     getModelInfo(req: GetModelInfoRequest) {

@@ -124,18 +124,3 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
     },
   };
 }
-
-/**
- * One forward at a time per model: the step loop and Score readouts share the session, and
- * ONNX Runtime already uses every core for one run.
- */
-export function serializeRunner(runner: ForwardRunner): ForwardRunner {
-  let tail: Promise<unknown> = Promise.resolve();
-  return {
-    run(inputs, fetch) {
-      const result = tail.then(() => runner.run(inputs, fetch));
-      tail = result.catch(() => undefined);
-      return result;
-    },
-  };
-}

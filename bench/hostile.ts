@@ -1,0 +1,145 @@
+// Hostile but valid load (issue 11), against `tessera serve` in a process of its own on
+// 127.0.0.1, each scenario on a fresh server:
+//
+//   bodies    3 concurrent 7.4 MB chat bodies (2,048 messages × 3.6 KB) while /healthz, /readyz,
+//             /metrics and /v1/models are probed every 200 ms: the slowest probe, failed probes,
+//             the chats' statuses.
+//   decision  wide decisions (HOSTILE_WIDE, default 64,16 choice questions × 128 options) each with a
+//             16-token chat sent 1 s later: both latencies, the
+//             decision's status, the server's peak RSS and its RSS 5 s after.
+//   quota     a key with a decision quota of 50, 10 parallel 2-question decisions: how many were
+//             admitted and what the account used.
+//   sockets   1,100 idle TCP connections, each reopened as soon as it is closed, and 5 tries of
+//             /healthz (2 s each).
+//
+//   npx tsx bench/hostile.ts [bodies decision quota sockets]   (BENCH_MODELS=tiny|bundled)
+import { connect, type Socket } from "node:net";
+import { benchModels, startBenchServer, type BenchServer } from "./_server.js";
+import {
+  accountFigures,
+  createKey,
+  hugeChatBody,
+  peakRssWhile,
+  probeWhile,
+  rssOf,
+  smallDecisionBody,
+  wideDecisionBody,
+} from "./_hostile.js";
+
+const MiB = 1024 * 1024;
+
+async function post(server: BenchServer, path: string, body: string, key = server.key) {
+  const started = performance.now();
+  try {
+    const res = await fetch(server.url + path, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body,
+      signal: AbortSignal.timeout(180_000),
+    });
+    const text = await res.text();
+    return { status: res.status, ms: Math.round(performance.now() - started), text };
+  } catch (err) {
+    return { status: 0, ms: Math.round(performance.now() - started), text: String(err) };
+  }
+}
+
+const chat16 = JSON.stringify({ model: "textmodel-26b", max_tokens: 16, messages: [{ role: "user", content: "Say hello." }] });
+
+async function bodies(server: BenchServer) {
+  const body = hugeChatBody();
+  const chats = Promise.all([0, 1, 2].map(() => post(server, "/v1/chat/completions", body)));
+  const probes = await probeWhile(server.url, ["/healthz", "/readyz", "/metrics"], chats);
+  const answers = await chats;
+  return {
+    bodyMB: +(body.length / 1e6).toFixed(1),
+    chats: answers.map((a) => ({ status: a.status, ms: a.ms, message: a.text.slice(0, 160) })),
+    probes,
+  };
+}
+
+async function decisionBehind(server: BenchServer, questions: number) {
+  const pid = server.child.pid!;
+  const baseline = rssOf(pid);
+  const wide = post(server, "/v1/systemone", wideDecisionBody(questions, 128));
+  const peak = peakRssWhile(pid, wide);
+  await new Promise((r) => setTimeout(r, 1000));
+  const chat = await post(server, "/v1/chat/completions", chat16);
+  const answer = await wide;
+  const peakBytes = await peak;
+  await new Promise((r) => setTimeout(r, 5000));
+  return {
+    questions,
+    options: 128,
+    decision: { status: answer.status, ms: answer.ms, message: answer.status === 200 ? "" : answer.text.slice(0, 300) },
+    chatBehind: { status: chat.status, ms: chat.ms },
+    rssMiB: { before: Math.round(baseline / MiB), peak: Math.round(peakBytes / MiB), after5s: Math.round(rssOf(pid) / MiB) },
+  };
+}
+
+async function decision(server: BenchServer) {
+  const sizes = (process.env["HOSTILE_WIDE"] ?? "64,16").split(",").map(Number);
+  const runs = [];
+  for (const questions of sizes) runs.push(await decisionBehind(server, questions));
+  return { runs };
+}
+
+async function quota(server: BenchServer) {
+  const { key, accountId } = await createKey(server.dataDir, ["--decision-quota", "50"]);
+  await new Promise((r) => setTimeout(r, 5500)); // a running server sees new keys within 5 s
+  const answers = await Promise.all(Array.from({ length: 10 }, () => post(server, "/v1/systemone", smallDecisionBody(2), key)));
+  const statuses: Record<number, number> = {};
+  for (const a of answers) statuses[a.status] = (statuses[a.status] ?? 0) + 1;
+  const refused = answers.find((a) => a.status === 429);
+  return { quota: 50, statuses, account: await accountFigures(server.dataDir, accountId), refusal: refused?.text.slice(0, 240) };
+}
+
+async function sockets(server: BenchServer) {
+  const { hostname, port } = new URL(server.url);
+  const open = new Set<Socket>();
+  let stopped = false;
+  let reopened = 0;
+  const openOne = () => {
+    if (stopped) return;
+    const socket = connect(Number(port), hostname);
+    open.add(socket);
+    socket.on("error", () => undefined);
+    socket.on("close", () => {
+      open.delete(socket);
+      reopened++;
+      setImmediate(openOne);
+    });
+  };
+  for (let i = 0; i < 1100; i++) openOne();
+  await new Promise((r) => setTimeout(r, 2000));
+  const tries: { ok: boolean; ms: number }[] = [];
+  for (let i = 0; i < 5; i++) {
+    const started = performance.now();
+    let ok = false;
+    try {
+      ok = (await fetch(`${server.url}/healthz`, { signal: AbortSignal.timeout(2000) })).status === 200;
+    } catch {
+      ok = false;
+    }
+    tries.push({ ok, ms: Math.round(performance.now() - started) });
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  stopped = true;
+  for (const s of open) s.destroy();
+  return { attackerSockets: 1100, reopened, healthz: `${tries.filter((t) => t.ok).length} of 5`, tries };
+}
+
+const SCENARIOS: Record<string, (server: BenchServer) => Promise<unknown>> = { bodies, decision, quota, sockets };
+
+const asked = process.argv.slice(2).filter((a) => a in SCENARIOS);
+for (const [model, dir] of benchModels()) {
+  for (const name of asked.length > 0 ? asked : Object.keys(SCENARIOS)) {
+    const server = await startBenchServer(dir, { TESSERA_DEFAULT_RPM: "100000", TESSERA_INTRA_OP_THREADS: "2" });
+    try {
+      const result = await SCENARIOS[name]!(server);
+      console.log(JSON.stringify({ model, scenario: name, ...(result as object) }));
+    } finally {
+      await server.stop();
+    }
+  }
+}
