@@ -1,8 +1,9 @@
 // What the hostile-load benchmark and tests share: request bodies as an attacker sends them,
 // probes that time the health endpoints, resident memory of a process, and `tessera keys`.
-import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 
 const root = resolve(import.meta.dirname, "..");
@@ -128,7 +129,12 @@ export async function accountFigures(dataDir: string, accountId: string): Promis
   const text = /text tokens:.*used (\d+)\s+reserved (\d+)/.exec(out);
   const decision = /decision tokens:.*used (\d+)\s+reserved (\d+)/.exec(out);
   if (text === null || decision === null) throw new Error(`unexpected output of keys account:\n${out}`);
-  return { textUsed: Number(text[1]), textReserved: Number(text[2]), decisionUsed: Number(decision[1]), decisionReserved: Number(decision[2]) };
+  return {
+    textUsed: Number(text[1]),
+    textReserved: Number(text[2]),
+    decisionUsed: Number(decision[1]),
+    decisionReserved: Number(decision[2]),
+  };
 }
 
 /** A key's ledger summed over every day: requests, text tokens (prompt + completion), decision input tokens. */
@@ -143,4 +149,129 @@ export async function ledgerTotals(dataDir: string, keyId: string): Promise<{ re
     totals.decision += Number(m[4]);
   }
   return totals;
+}
+
+export interface ServeChild {
+  url: string;
+  child: ChildProcess;
+  /** Resolves with the exit code or signal. */
+  exited: Promise<string>;
+}
+
+/** `tessera serve` from the sources on a free port of 127.0.0.1 with the given settings. */
+export async function startServe(env: Record<string, string>, timeoutMs = 60_000): Promise<ServeChild> {
+  const child = spawn(process.execPath, ["--import", "tsx", "bin/tessera.ts", "serve"], {
+    cwd: root,
+    env: { ...process.env, TESSERA_HOST: "127.0.0.1", TESSERA_PORT: "0", TESSERA_INTRA_OP_THREADS: "1", ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const exited = new Promise<string>((done) => child.on("exit", (code, signal) => done(String(code ?? signal))));
+  const url = await new Promise<string>((ok, fail) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      fail(new Error("tessera serve did not listen in time"));
+    }, timeoutMs);
+    void exited.then((how) => fail(new Error(`tessera serve exited (${how}) before listening`)));
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      if (!line.includes('"tessera listening"')) return;
+      clearTimeout(timer);
+      ok((JSON.parse(line) as { url: string }).url);
+    });
+  });
+  return { url, child, exited };
+}
+
+/** A models config serving `modelDir` as textmodel-26b and decisionmodel-0.1 (-latest); its path. */
+export function writeCatalog(dir: string, modelDir: string): string {
+  const file = join(dir, "models.config.json");
+  const common = { release_date: "2026-11-22", model_dir: modelDir };
+  writeFileSync(
+    file,
+    JSON.stringify({
+      models: [
+        { id: "textmodel-26b", kind: "text", family: "textmodel", version: "26b", description: "text", ...common },
+        { id: "decisionmodel-0.1", kind: "decision", family: "decisionmodel", version: "0.1", description: "decisions", ...common },
+      ],
+      latest: [{ id: "decisionmodel-latest", family: "decisionmodel" }],
+    }),
+  );
+  return file;
+}
+
+export interface CrashTrial {
+  /** Requests sent before the kill, and how many were answered. */
+  sent: number;
+  answered: number;
+  /** The ledger's sums and the account's counters after the restart. */
+  ledger: { text: number; decision: number; requests: number };
+  account: AccountFigures;
+  agree: boolean;
+}
+
+/**
+ * Crash trials on one data directory: a server under chat (plain and streamed) and decision
+ * traffic of a key with finite quotas (so every request holds quota) is killed with SIGKILL
+ * `killAfterMs[i]` after its third answer; a fresh server starts on the same directory, the
+ * ledger and the account's counters are compared, and that server is the next trial's.
+ */
+export async function crashTrials(
+  dataDir: string,
+  catalog: string,
+  keyOf: { key: string; keyId: string; accountId: string },
+  killAfterMs: readonly number[],
+  onTrial: (trial: CrashTrial) => void = () => undefined,
+): Promise<CrashTrial[]> {
+  const env = { TESSERA_DATA_DIR: dataDir, TESSERA_MODELS_CONFIG: catalog, TESSERA_DEFAULT_RPM: "100000", TESSERA_LOG_LEVEL: "info" };
+  const headers = { authorization: `Bearer ${keyOf.key}`, "content-type": "application/json" };
+  const bodies = [
+    JSON.stringify({ model: "textmodel-26b", max_tokens: 24, messages: [{ role: "user", content: "Tell me a story." }] }),
+    JSON.stringify({ model: "textmodel-26b", max_tokens: 96, stream: true, messages: [{ role: "user", content: "Count to ten." }] }),
+    smallDecisionBody(3),
+  ];
+  const paths = ["/v1/chat/completions", "/v1/chat/completions", "/v1/systemone"];
+  const trials: CrashTrial[] = [];
+  let server = await startServe(env);
+  try {
+    for (const delay of killAfterMs) {
+      let sent = 0;
+      let answered = 0;
+      let stop = false;
+      const url = server.url;
+      const clients = Array.from({ length: 6 }, async (_, c) => {
+        for (let i = c; !stop; i++) {
+          sent++;
+          try {
+            const res = await fetch(url + paths[i % 3]!, { method: "POST", headers, body: bodies[i % 3]! });
+            await res.arrayBuffer();
+            answered++;
+          } catch {
+            return; // the server is gone
+          }
+        }
+      });
+      // The first forwards of a fresh process are slow: the clock starts at the third answer.
+      for (let waited = 0; answered < 3 && waited < 60_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, delay));
+      stop = true;
+      server.child.kill("SIGKILL");
+      await server.exited;
+      await Promise.all(clients);
+
+      server = await startServe(env);
+      const ledger = await ledgerTotals(dataDir, keyOf.keyId);
+      const account = await accountFigures(dataDir, keyOf.accountId);
+      const agree =
+        account.textUsed === ledger.text &&
+        account.decisionUsed === ledger.decision &&
+        account.textReserved === 0 &&
+        account.decisionReserved === 0;
+      const trial = { sent, answered, ledger, account, agree };
+      trials.push(trial);
+      onTrial(trial);
+    }
+  } finally {
+    server.child.kill("SIGTERM");
+    await server.exited;
+  }
+  return trials;
 }

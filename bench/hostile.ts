@@ -4,7 +4,7 @@
 //   bodies    3 concurrent 7.4 MB chat bodies (2,048 messages × 3.6 KB) while /healthz, /readyz,
 //             /metrics and /v1/models are probed every 200 ms: the slowest probe, failed probes,
 //             the chats' statuses.
-//   decision  wide decisions (HOSTILE_WIDE, default 64,16 choice questions × 128 options) each with a
+//   decision  wide decisions (HOSTILE_WIDE, default 64,4 choice questions × 128 options) each with a
 //             16-token chat sent 1 s later: both latencies, the
 //             decision's status, the server's peak RSS and its RSS 5 s after.
 //   quota     a key with a decision quota of 50, 10 parallel 2-question decisions: how many were
@@ -60,6 +60,7 @@ async function bodies(server: BenchServer) {
 
 async function decisionBehind(server: BenchServer, questions: number) {
   const pid = server.child.pid!;
+  const alone = await post(server, "/v1/chat/completions", chat16);
   const baseline = rssOf(pid);
   const wide = post(server, "/v1/systemone", wideDecisionBody(questions, 128));
   const peak = peakRssWhile(pid, wide);
@@ -68,17 +69,25 @@ async function decisionBehind(server: BenchServer, questions: number) {
   const answer = await wide;
   const peakBytes = await peak;
   await new Promise((r) => setTimeout(r, 5000));
+  const after5s = rssOf(pid);
+  await new Promise((r) => setTimeout(r, 30_000));
   return {
     questions,
     options: 128,
     decision: { status: answer.status, ms: answer.ms, message: answer.status === 200 ? "" : answer.text.slice(0, 300) },
+    chatAloneMs: alone.ms,
     chatBehind: { status: chat.status, ms: chat.ms },
-    rssMiB: { before: Math.round(baseline / MiB), peak: Math.round(peakBytes / MiB), after5s: Math.round(rssOf(pid) / MiB) },
+    rssMiB: {
+      before: Math.round(baseline / MiB),
+      peak: Math.round(peakBytes / MiB),
+      after5s: Math.round(after5s / MiB),
+      after35s: Math.round(rssOf(pid) / MiB),
+    },
   };
 }
 
 async function decision(server: BenchServer) {
-  const sizes = (process.env["HOSTILE_WIDE"] ?? "64,16").split(",").map(Number);
+  const sizes = (process.env["HOSTILE_WIDE"] ?? "64,4").split(",").map(Number);
   const runs = [];
   for (const questions of sizes) runs.push(await decisionBehind(server, questions));
   return { runs };

@@ -103,6 +103,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
       dataDir: config.dataDir,
       logger: logger.child({ service: "accounting" }),
       defaultRequestsPerMinute: config.defaultRequestsPerMinute,
+      recover: true,
     });
     cleanups.push(() => accounting.close());
     const accountingClient = createClient(AccountingService, transportOf(AccountingService, accounting.service));

@@ -180,7 +180,7 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     env: "TESSERA_MAX_DECISION_WORK_TOKENS",
     key: "maxDecisionWorkTokens",
-    fallback: "32768",
+    fallback: "8192",
     help:
       "Most tokens of model work one decision may need (the state once, plus each question's row: its state tail, question and answer slot); " +
       "more is refused with 400 naming this limit before the model runs.",

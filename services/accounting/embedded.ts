@@ -1,6 +1,8 @@
 import { join } from "node:path";
 import type { Logger } from "../../lib/logger.js";
 import { createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
+import { openBuckets, SETTLED_RETENTION_MS } from "./records.js";
+import { recoverAccounting } from "./recover.js";
 import { createAccountingService, type AccountingServiceImpl } from "./service.js";
 
 export interface EmbeddedAccountingOptions {
@@ -9,6 +11,11 @@ export interface EmbeddedAccountingOptions {
   logger: Logger;
   defaultRequestsPerMinute: number;
   clock?: () => number;
+  /**
+   * The server owning the data directory: first make the store exact again after an unclean
+   * stop (recover.ts). Not for `tessera keys`, which runs beside a live server.
+   */
+  recover?: boolean;
 }
 
 export interface EmbeddedAccounting {
@@ -27,6 +34,15 @@ export interface EmbeddedAccounting {
 export async function openEmbeddedAccounting(options: EmbeddedAccountingOptions): Promise<EmbeddedAccounting> {
   const store = openLmdbStore({ path: join(options.dataDir, "accounting"), ...(options.clock && { clock: options.clock }) });
   const rateStore = createMemoryStore(options.clock && { clock: options.clock });
+  if (options.recover === true) {
+    try {
+      await recoverAccounting(openBuckets(store, rateStore, SETTLED_RETENTION_MS), options.logger);
+    } catch (err) {
+      await rateStore.close();
+      await store.close();
+      throw err;
+    }
+  }
   const service = createAccountingService({
     store,
     rateStore,

@@ -73,6 +73,8 @@ export interface RateWindow {
 export interface SettledMarker extends UsageEntry {
   at: number;
   day: string;
+  /** The key charged (markers written before this field have none). */
+  keyId?: string;
 }
 
 export interface AccountingBuckets {

@@ -212,7 +212,7 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       // ledger entry is keyed by the request, so a settle that died half-way is completed by
       // the next attempt (a redelivered usage event) without counting anything twice.
       let first = true;
-      let settled: SettledMarker = { at: now, day: utcDay(now), ...usage };
+      let settled: SettledMarker = { at: now, day: utcDay(now), keyId: key.id, ...usage };
       try {
         await buckets.settled.create(marker, settled);
       } catch (err) {

@@ -12,7 +12,7 @@ import { Scheduler } from "./scheduler.js";
 export const DEFAULT_MAX_TOKENS = 1024;
 export const MAX_TOKENS_CAP = 8192;
 /** Default of the cap on a Score request's work (TESSERA_MAX_DECISION_WORK_TOKENS). */
-export const DEFAULT_MAX_SCORE_WORK_TOKENS = 32_768;
+export const DEFAULT_MAX_SCORE_WORK_TOKENS = 8192;
 
 /** One loaded model with its slots and step loop; it may answer to several serving ids. */
 export interface ModelEngine {

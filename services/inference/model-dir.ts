@@ -82,10 +82,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
     decision = raw as JsonObject;
   }
 
-  const text = modelText(
-    { tokenizerJson, tokenizerConfig, chatTemplate: templateSource },
-    options.worker ?? ortWorkerDefault(),
-  );
+  const text = modelText({ tokenizerJson, tokenizerConfig, chatTemplate: templateSource }, options.worker ?? ortWorkerDefault());
   const onnxPath = path.join(root, config.onnxFile);
   const staged = await editedSource(onnxPath, config);
   let opened: OpenedSession;

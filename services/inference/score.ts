@@ -40,7 +40,7 @@ const FORWARD_BUDGET = 16 * 1024 * 1024;
  * Row tokens of one readout forward: the time slice a decision holds the model for before the
  * fair runner may give it to another request (a row longer than this still goes in one forward).
  */
-const FORWARD_ROW_TOKENS = 2048;
+const FORWARD_ROW_TOKENS = 1024;
 
 interface Read {
   suffix: number;
@@ -83,7 +83,6 @@ const invalid = (message: string) => new InvalidRequest(message);
  * the one-mask slot), so they compare on one scale.
  */
 export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, signal?: AbortSignal): Promise<ScoreOutput> {
-  const { tokenizer } = engine.model;
   const { blockSize, maxPositions, maskTokenId, vocabSize: V, kvShape } = engine.decode;
   if (input.suffixes.length === 0) throw invalid("at least one suffix is required");
 
@@ -98,7 +97,11 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   if (leastWork > maxWork) throw tooMuchWork(`at least ${leastWork}`, maxWork);
 
   const labelList = [...new Set(input.suffixes.flatMap((s) => s.labels))];
-  const { prefixIds, prompts, labelIds: labelTokens } = await engine.model.text.scoreTokens(
+  const {
+    prefixIds,
+    prompts,
+    labelIds: labelTokens,
+  } = await engine.model.text.scoreTokens(
     input.prefix,
     input.suffixes.map((s) => s.text),
     labelList,

@@ -11,9 +11,7 @@ export type TextRequest =
   | { id: number; op: "renderEncode"; variables: unknown }
   | { id: number; op: "scoreTokens"; prefix: string; suffixes: string[]; labels: string[] };
 
-export type TextReply =
-  | { id: number; ok: true; value: unknown }
-  | { id: number; ok: false; template: boolean; message: string };
+export type TextReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; template: boolean; message: string };
 
 type Data = { mark: string; source: TextSource };
 
@@ -37,7 +35,12 @@ if (parentPort !== null && data?.mark === TEXT_WORKER_MARK) {
     try {
       reply = { id: req.id, ok: true, value: answer(ops, req) };
     } catch (err) {
-      reply = { id: req.id, ok: false, template: err instanceof TemplateRenderError, message: err instanceof Error ? err.message : String(err) };
+      reply = {
+        id: req.id,
+        ok: false,
+        template: err instanceof TemplateRenderError,
+        message: err instanceof Error ? err.message : String(err),
+      };
     }
     port.postMessage(reply);
   });
