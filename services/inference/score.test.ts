@@ -3,6 +3,7 @@
 // the last bit whatever the other rows of the readout are.
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../lib/logger.js";
@@ -139,6 +140,8 @@ describe("scoreSuffixes", () => {
       slots: 2,
       queue: 2,
       intraOpThreads: 1,
+      // Some tests here ask many long questions: more than the default cap on a request's work.
+      maxScoreWorkTokens: 1_000_000,
       logger: silentLogger(),
       wrapRunner: (inner) => {
         const r = recordingRunner(inner);
@@ -276,5 +279,45 @@ describe("scoreSuffixes", () => {
     } finally {
       await Promise.all(pools.map((p) => p.close()));
     }
+  });
+});
+
+describe("scoreSuffixes under the work cap", () => {
+  let pool: ModelPool;
+  beforeAll(async () => {
+    pool = await loadModelPool({
+      models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }],
+      slots: 1,
+      queue: 1,
+      intraOpThreads: 1,
+      maxScoreWorkTokens: 300,
+      logger: silentLogger(),
+    });
+  });
+  afterAll(async () => {
+    await pool?.close();
+  });
+
+  it("refuses a request whose work passes the cap, naming the setting, before any forward", async () => {
+    const engine = pool.engine("tiny")!;
+    const suffixes = Array.from({ length: 20 }, (_, i) => ({ text: `\nQuestion ${i}: is this about the weather?`, labels: ["yes", "no"] }));
+    const err = await scoreSuffixes(engine, { prefix: "State: it rains.", suffixes }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code).toBe(Code.InvalidArgument);
+    expect((err as ConnectError).rawMessage).toMatch(/at most 300 \(TESSERA_MAX_DECISION_WORK_TOKENS\)/);
+    // Within the cap it answers.
+    const ok = await scoreSuffixes(engine, { prefix: "State: it rains.", suffixes: suffixes.slice(0, 2) });
+    expect(ok.results).toHaveLength(2);
+  });
+
+  it("refuses a state that cannot fit the context from its byte length, before tokenizing", async () => {
+    const engine = pool.engine("tiny")!;
+    const bytes = engine.model.maxTokenBytes * engine.decode.maxPositions;
+    const started = performance.now();
+    const err = await scoreSuffixes(engine, { prefix: "x".repeat(bytes), suffixes: [{ text: "\nQ?", labels: ["yes"] }] }).catch(
+      (e: unknown) => e,
+    );
+    expect((err as ConnectError).rawMessage).toMatch(/prompt too long: the state has \d+ bytes of text/);
+    expect(performance.now() - started).toBeLessThan(200);
   });
 });
