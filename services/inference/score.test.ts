@@ -3,10 +3,10 @@
 // the last bit whatever the other rows of the readout are.
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { Code, ConnectError } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../lib/logger.js";
+import { InvalidRequest, PromptTooLong } from "./engine-errors.js";
 import { loadModelDir } from "./model-dir.js";
 import { loadModelPool, type ModelPool } from "./model-pool.js";
 import { tokenizeScorePrompts } from "./score-tokens.js";
@@ -302,9 +302,8 @@ describe("scoreSuffixes under the work cap", () => {
     const engine = pool.engine("tiny")!;
     const suffixes = Array.from({ length: 20 }, (_, i) => ({ text: `\nQuestion ${i}: is this about the weather?`, labels: ["yes", "no"] }));
     const err = await scoreSuffixes(engine, { prefix: "State: it rains.", suffixes }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(ConnectError);
-    expect((err as ConnectError).code).toBe(Code.InvalidArgument);
-    expect((err as ConnectError).rawMessage).toMatch(/at most 300 \(TESSERA_MAX_DECISION_WORK_TOKENS\)/);
+    expect(err).toBeInstanceOf(InvalidRequest);
+    expect((err as Error).message).toMatch(/at most 300 \(TESSERA_MAX_DECISION_WORK_TOKENS\)/);
     // Within the cap it answers.
     const ok = await scoreSuffixes(engine, { prefix: "State: it rains.", suffixes: suffixes.slice(0, 2) });
     expect(ok.results).toHaveLength(2);
@@ -317,7 +316,8 @@ describe("scoreSuffixes under the work cap", () => {
     const err = await scoreSuffixes(engine, { prefix: "x".repeat(bytes), suffixes: [{ text: "\nQ?", labels: ["yes"] }] }).catch(
       (e: unknown) => e,
     );
-    expect((err as ConnectError).rawMessage).toMatch(/prompt too long: the state has \d+ bytes of text/);
+    expect(err).toBeInstanceOf(PromptTooLong);
+    expect((err as Error).message).toMatch(/prompt too long: the state has \d+ bytes of text/);
     expect(performance.now() - started).toBeLessThan(200);
   });
 });

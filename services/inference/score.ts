@@ -235,7 +235,7 @@ function maxRows(seq: number, past: number, engine: ModelEngine): number {
 }
 
 /** The request would cost more model work than one request may (TESSERA_MAX_DECISION_WORK_TOKENS). */
-function tooMuchWork(work: string, limit: number): ConnectError {
+function tooMuchWork(work: string, limit: number): InvalidRequest {
   return invalid(
     `this request needs ${work} tokens of model work (the state once, then one row per question: its tail of the state, ` +
       `the question and the answer slot); one request may use at most ${limit} (TESSERA_MAX_DECISION_WORK_TOKENS). ` +

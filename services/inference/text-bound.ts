@@ -1,5 +1,5 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import type { ChatInput } from "./chat-prompt.js";
+import { PromptTooLong } from "./engine-errors.js";
 
 /**
  * UTF-8 bytes of a conversation that every chat template renders: the text parts of the
@@ -29,10 +29,9 @@ export function fewestTokens(bytes: number, maxTokenBytes: number): number {
 export function refuseIfCannotFit(what: string, bytes: number, maxTokenBytes: number, context: number, model: string): void {
   const least = fewestTokens(bytes, maxTokenBytes);
   if (least >= context) {
-    throw new ConnectError(
+    throw new PromptTooLong(
       `prompt too long: ${what} has ${bytes} bytes of text, at least ${least} tokens (at most ${maxTokenBytes} bytes per token), ` +
         `the context of model "${model}" is ${context} tokens`,
-      Code.InvalidArgument,
     );
   }
 }
