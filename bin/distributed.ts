@@ -359,7 +359,6 @@ async function startAccounting(config: Config, nats: NatsLink, logger: Logger): 
   const store = createNatsStore(nats.nc, { replicas: config.natsReplicas, timeoutMs: config.natsTimeoutMs, connected: nats.connected });
   const service = createAccountingService({
     store,
-    rateStore: store,
     logger,
     defaultRequestsPerMinute: config.defaultRequestsPerMinute,
   });

@@ -81,6 +81,16 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   };
 }
 
+/**
+ * One process-local bucket on its own, with the read-modify-write done at once
+ * (`UpdatesNow`): what a rate limiter of a single process is wired with.
+ */
+export function createMemoryBucket<T>(name: string, options: MemoryStoreOptions & BucketOptions = {}): KvBucket<T> & UpdatesNow<T> {
+  assertValidBucketName(name);
+  assertValidTtl(options.ttlMs);
+  return new MemoryBucket<T>(name, options.ttlMs, options.clock ?? Date.now);
+}
+
 class MemoryBucket<T> implements KvBucket<T>, UpdatesNow<T> {
   private readonly slots = new Map<string, Slot>();
   private lastRevision = 0;

@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import type { Logger } from "../../lib/logger.js";
-import { createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
-import { openBuckets, SETTLED_RETENTION_MS } from "./records.js";
+import { createMemoryBucket, openLmdbStore, type Store } from "../../lib/store/index.js";
+import { localRateLimiter, RATE_BUCKET } from "./rate-limit.js";
+import { openBuckets, type RateWindow, SETTLED_RETENTION_MS } from "./records.js";
 import { recoverAccounting } from "./recover.js";
 import { createAccountingService, type AccountingServiceImpl } from "./service.js";
 
@@ -33,19 +34,17 @@ export interface EmbeddedAccounting {
  */
 export async function openEmbeddedAccounting(options: EmbeddedAccountingOptions): Promise<EmbeddedAccounting> {
   const store = openLmdbStore({ path: join(options.dataDir, "accounting"), ...(options.clock && { clock: options.clock }) });
-  const rateStore = createMemoryStore(options.clock && { clock: options.clock });
   if (options.recover === true) {
     try {
-      await recoverAccounting(openBuckets(store, rateStore, SETTLED_RETENTION_MS), options.logger);
+      await recoverAccounting(openBuckets(store, SETTLED_RETENTION_MS), options.logger);
     } catch (err) {
-      await rateStore.close();
       await store.close();
       throw err;
     }
   }
   const service = createAccountingService({
     store,
-    rateStore,
+    rateLimiter: localRateLimiter(createMemoryBucket<RateWindow>(RATE_BUCKET, options.clock && { clock: options.clock })),
     logger: options.logger,
     defaultRequestsPerMinute: options.defaultRequestsPerMinute,
     ...(options.clock && { clock: options.clock }),
@@ -54,7 +53,6 @@ export async function openEmbeddedAccounting(options: EmbeddedAccountingOptions)
     service,
     store,
     async close() {
-      await rateStore.close();
       await store.close();
     },
   };

@@ -79,7 +79,13 @@ describe("keys", () => {
     const other = createClient(
       AccountingService,
       createRouterTransport(
-        accountingRoutes({ store: h.store, rateStore: h.rateStore, clock: h.now, logger: silentLogger, defaultRequestsPerMinute: 1000 }),
+        accountingRoutes({
+          store: h.store,
+          rateLimiter: h.rateLimiter,
+          clock: h.now,
+          logger: silentLogger,
+          defaultRequestsPerMinute: 1000,
+        }),
       ),
     );
     const { key } = await h.client.createKey({});

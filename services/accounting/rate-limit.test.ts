@@ -1,8 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 import { RateLimitedSchema } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { createMemoryStore, type KvBucket } from "../../lib/store/index.js";
-import { updatesNow } from "../../lib/store/memory.js";
+import { createMemoryBucket, createMemoryStore, type KvBucket } from "../../lib/store/index.js";
 import { takeRequest, takeRequestNow } from "./rate-limit.js";
 import type { RateWindow } from "./records.js";
 import { failure, startHarness, T0, type Harness } from "./testing.js";
@@ -36,8 +35,7 @@ describe("takeRequest (fixed one-minute windows)", () => {
   });
 
   it("decides at once on a memory store, and says when a refused request's window ends", () => {
-    const b = bucket();
-    if (!updatesNow(b)) throw new Error("a memory bucket updates at once");
+    const b = createMemoryBucket<RateWindow>("rates");
     expect(takeRequestNow(b, "k", 2, T0 + 1_000)).toEqual({ admitted: true, remaining: 1, resetSeconds: 59 });
     expect(takeRequestNow(b, "k", 2, T0 + 1_000)).toEqual({ admitted: true, remaining: 0, resetSeconds: 59 });
     expect(takeRequestNow(b, "k", 2, T0 + 30_500)).toEqual({ admitted: false, remaining: 0, resetSeconds: 30 });

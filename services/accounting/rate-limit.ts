@@ -1,8 +1,10 @@
-import { casUpdate, type KvBucket } from "../../lib/store/index.js";
-import { updatesNow, type UpdatesNow } from "../../lib/store/memory.js";
+import { casUpdate, type KvBucket, type UpdatesNow } from "../../lib/store/index.js";
 import type { RateWindow } from "./records.js";
 
 export const WINDOW_MS = 60_000;
+
+/** The bucket the rate windows live in. */
+export const RATE_BUCKET = "accounting_rates";
 
 export interface RateDecision {
   admitted: boolean;
@@ -10,6 +12,25 @@ export interface RateDecision {
   remaining: number;
   /** Whole seconds until the window ends (at least 1). */
   resetSeconds: number;
+}
+
+/**
+ * The per-minute limiter, chosen at wiring time: `sharedRateLimiter` on any store,
+ * `localRateLimiter` on a process-local bucket. Nothing above it knows which.
+ */
+export interface RateLimiter {
+  /** Counts one request of `key` in its window: a decision at once where the store allows it, else a promise. */
+  take(key: string, limit: number, now: number): RateDecision | Promise<RateDecision>;
+}
+
+/** On any store (NATS KV, LMDB): compare-and-set, so replicas sharing the bucket never admit more than the limit. */
+export function sharedRateLimiter(bucket: KvBucket<RateWindow>): RateLimiter {
+  return { take: (key, limit, now) => takeRequest(bucket, key, limit, now) };
+}
+
+/** On a process-local bucket (embedded mode): the read-modify-write at once, nothing awaited on the request path. */
+export function localRateLimiter(bucket: UpdatesNow<RateWindow>): RateLimiter {
+  return { take: (key, limit, now) => takeRequestNow(bucket, key, limit, now) };
 }
 
 /**
@@ -22,17 +43,8 @@ export interface RateDecision {
  *
  * The count goes up by compare-and-set only when the request is admitted, so concurrent
  * callers (in this process or in other replicas) never admit more than `limit` per window.
- * A process-local store (embedded mode) does the read-modify-write at once instead: nothing
- * else can run between its read and its write, and this is on every request's path.
  */
 export function takeRequest(bucket: KvBucket<RateWindow>, key: string, limit: number, now: number): Promise<RateDecision> {
-  if (updatesNow(bucket)) {
-    try {
-      return Promise.resolve(takeRequestNow(bucket, key, limit, now));
-    } catch (err) {
-      return Promise.reject(err);
-    }
-  }
   const count = new Count(now, limit);
   return casUpdate(bucket, key, count.take).then(() => count.decision());
 }

@@ -90,14 +90,12 @@ export interface AccountingBuckets {
   ledger: KvBucket<UsageEntry>;
   /** Settle's idempotency markers by request key (see ids.requestKey); they expire. */
   settled: KvBucket<SettledMarker>;
-  /** RateWindow by key id; volatile in embedded mode. */
-  rates: KvBucket<RateWindow>;
 }
 
 /** How long a settled request id is remembered: a repeat settle later than this counts again. */
 export const SETTLED_RETENTION_MS = 48 * 3600_000;
 
-export function openBuckets(store: Store, rateStore: Store, settledRetentionMs: number): AccountingBuckets {
+export function openBuckets(store: Store, settledRetentionMs: number): AccountingBuckets {
   return {
     keys: store.bucket("accounting_keys"),
     keyHashes: store.bucket("accounting_key_hashes"),
@@ -105,7 +103,6 @@ export function openBuckets(store: Store, rateStore: Store, settledRetentionMs: 
     quotas: store.bucket("accounting_quotas"),
     ledger: store.bucket("accounting_ledger_entries"),
     settled: store.bucket("accounting_settled", { ttlMs: settledRetentionMs }),
-    rates: rateStore.bucket("accounting_rates"),
   };
 }
 

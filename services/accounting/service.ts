@@ -25,8 +25,7 @@ import { invalidArgument, notFound, permissionDenied, quotaExceeded, rateLimited
 import { hashApiKey, isWellFormedApiKey, isWellFormedId, newApiKey, requestKey } from "./ids.js";
 import { isUtcDay, readUsage, recordUsage, utcDay } from "./ledger.js";
 import { chargeQuota, reserveQuota } from "./quota.js";
-import { takeRequest, takeRequestNow, type RateDecision } from "./rate-limit.js";
-import { updatesNow } from "../../lib/store/memory.js";
+import { RATE_BUCKET, type RateDecision, type RateLimiter, sharedRateLimiter } from "./rate-limit.js";
 import {
   accountInfo,
   emptyCounters,
@@ -44,8 +43,8 @@ import {
 export interface AccountingDeps {
   /** Durable state: keys, accounts, quota counters, the ledger, settle markers. */
   store: Store;
-  /** Per-minute rate windows; defaults to `store`. Embedded mode passes a memory store. */
-  rateStore?: Store;
+  /** The per-minute limiter; defaults to compare-and-set on `store`. Embedded mode passes a process-local one. */
+  rateLimiter?: RateLimiter;
   clock?: () => number;
   logger: Logger;
   /** The limit of keys whose own limit is 0. 0 here means no limit. */
@@ -85,7 +84,8 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
   const log = deps.logger.child({ component: "accounting" });
   const defaultRpm = deps.defaultRequestsPerMinute;
   const reservationTtlMs = deps.reservationTtlMs ?? 15 * 60_000;
-  const buckets = openBuckets(deps.store, deps.rateStore ?? deps.store, deps.settledRetentionMs ?? SETTLED_RETENTION_MS);
+  const buckets = openBuckets(deps.store, deps.settledRetentionMs ?? SETTLED_RETENTION_MS);
+  const rates = deps.rateLimiter ?? sharedRateLimiter(deps.store.bucket(RATE_BUCKET));
   const directory = new Directory(buckets, clock, deps.cacheTtlMs ?? 5000);
 
   // The request path (Authenticate, Admit) reads keys and accounts from the cache without
@@ -135,11 +135,9 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       const resetSeconds = Math.max(1, Math.ceil((60_000 - (admission.now % 60_000)) / 1000));
       return reserveAndAnswer(admission, { admitted: true, remaining: UNLIMITED_REMAINING, resetSeconds });
     }
-    if (!updatesNow(buckets.rates)) {
-      const shared = guardStore(takeRequest(buckets.rates, key.id, limit, admission.now));
-      return shared.then((rate) => reserveAndAnswer(admission, checkRate(rate, limit)));
-    }
-    return reserveAndAnswer(admission, checkRate(takeRequestNow(buckets.rates, key.id, limit, admission.now), limit));
+    const rate = rates.take(key.id, limit, admission.now);
+    if (rate instanceof Promise) return guardStore(rate).then((decided) => reserveAndAnswer(admission, checkRate(decided, limit)));
+    return reserveAndAnswer(admission, checkRate(rate, limit));
   }
 
   /** Admit's quota reservation (finite quotas only, so a promise only then), then the answer. */

@@ -6,7 +6,9 @@ import { join } from "node:path";
 import { ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { AccountingService } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { silentLogger as newSilentLogger } from "../../lib/logger.js";
-import { createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
+import { createMemoryBucket, createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
+import { localRateLimiter, RATE_BUCKET, type RateLimiter, sharedRateLimiter } from "./rate-limit.js";
+import type { RateWindow } from "./records.js";
 import { accountingRoutes } from "./server.js";
 import type { AccountingDeps } from "./service.js";
 
@@ -18,14 +20,15 @@ export const T0 = Date.UTC(2026, 0, 15, 10, 0, 0);
 export interface Harness {
   client: Client<typeof AccountingService>;
   store: Store;
-  rateStore: Store;
+  /** The limiter the service was wired with: process-local (memory) or compare-and-set (lmdb). */
+  rateLimiter: RateLimiter;
   now(): number;
   setTime(ms: number): void;
   advance(ms: number): void;
   close(): Promise<void>;
 }
 
-export interface HarnessOptions extends Partial<Omit<AccountingDeps, "store" | "rateStore" | "clock" | "logger">> {
+export interface HarnessOptions extends Partial<Omit<AccountingDeps, "store" | "rateLimiter" | "clock" | "logger">> {
   /** Where durable state lives (default memory). */
   durable?: "memory" | "lmdb";
   /** Where rate windows live (default memory). */
@@ -43,13 +46,18 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     return openLmdbStore({ path: dir, clock });
   };
   const store = open(options.durable);
-  const rateStore = open(options.rates);
+  // Chosen here, at wiring time, as the launchers do: memory → the process-local limiter.
+  const rateStore = options.rates === "lmdb" ? open("lmdb") : undefined;
+  const rateLimiter =
+    rateStore === undefined
+      ? localRateLimiter(createMemoryBucket<RateWindow>(RATE_BUCKET, { clock }))
+      : sharedRateLimiter(rateStore.bucket<RateWindow>(RATE_BUCKET));
   const { durable: _d, rates: _r, ...rest } = options;
   const deps: AccountingDeps = {
     defaultRequestsPerMinute: 1000,
     ...rest,
     store,
-    rateStore,
+    rateLimiter,
     clock,
     logger: silentLogger,
   };
@@ -57,13 +65,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   return {
     client,
     store,
-    rateStore,
+    rateLimiter,
     now: clock,
     setTime: (ms) => (now = ms),
     advance: (ms) => (now += ms),
     async close() {
       await store.close();
-      await rateStore.close();
+      await rateStore?.close();
       for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     },
   };
