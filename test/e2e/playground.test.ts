@@ -5,49 +5,29 @@
 // sent it, a narrow screen; no page error and no request to any other origin. Screenshots of
 // each tab go to a temporary folder, or to docs/ with TESSERA_SCREENSHOTS=docs
 // (`npm run screenshots`).
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildPlayground } from "../../web/build.js";
+import { failedLoad, openPage } from "../helpers/browser.js";
 import { REPO_ROOT, startTestTessera, type TestTessera } from "../helpers/tessera.js";
 
-const CHROMIUM = process.env["TESSERA_CHROMIUM"] ?? "/usr/bin/chromium";
 const SHOTS = process.env["TESSERA_SCREENSHOTS"] === "docs" ? join(REPO_ROOT, "docs") : mkdtempSync(join(tmpdir(), "tessera-shots-"));
 
 let tessera: TestTessera;
 let browser: Browser;
-let context: BrowserContext;
 let page: Page;
-const pageErrors: string[] = [];
-const requested: string[] = [];
+let pageErrors: string[] = [];
+let requested: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (see .ci/run)`);
   await buildPlayground();
   tessera = await startTestTessera({
     env: { TESSERA_MODELS_CONFIG: join(REPO_ROOT, "models.config.json"), TESSERA_INTRA_OP_THREADS: "2" },
   });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--headless",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
-  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  page = await context.newPage();
-  page.on("pageerror", (err) => pageErrors.push(`pageerror: ${err.message}`));
-  page.on("console", (message) => {
-    if (message.type() === "error") pageErrors.push(`console: ${message.text()}`);
-  });
-  page.on("request", (request) => requested.push(request.url()));
+  ({ browser, page, errors: pageErrors, requested } = await openPage());
 }, 120_000);
 
 afterAll(async () => {
@@ -238,7 +218,6 @@ describe("playground", () => {
     expect(requested.length).toBeGreaterThan(5);
     expect(requested.filter((url) => new URL(url).origin !== origin)).toEqual([]);
     // The console's only errors are Chromium's notes of the 422 and 401 the tests provoked.
-    const provoked = /^console: Failed to load resource: the server responded with a status of (401|422) /;
-    expect(pageErrors.filter((e) => !provoked.test(e))).toEqual([]);
+    expect(pageErrors.filter((e) => !failedLoad(401).test(e) && !failedLoad(422).test(e))).toEqual([]);
   });
 });
