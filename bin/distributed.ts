@@ -6,6 +6,7 @@ import { AccountingService } from "../gen/tessera/accounting/v1/accounting_pb.js
 import { DecisionService } from "../gen/tessera/decision/v1/decision_pb.js";
 import { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
+import { createCors } from "../gateway/cors.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createRoutes } from "../gateway/routes/index.js";
 import { createGate } from "../gateway/gate.js";
@@ -245,6 +246,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
         logger,
         metrics,
         maxUrlBytes: config.maxUrlBytes,
+        cors: createCors(config.corsOrigins),
         deadlineMs: config.requestDeadlineMs,
         connect: createConnectMount({
           routes: (router) => {

@@ -16,6 +16,7 @@ import { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { createInProcessTransport } from "../lib/in-process-transport.js";
+import { createCors } from "../gateway/cors.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createRoutes } from "../gateway/routes/index.js";
 import type { ReadinessCheck } from "../gateway/routes/operations.js";
@@ -191,6 +192,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
       logger,
       metrics,
       maxUrlBytes: config.maxUrlBytes,
+      cors: createCors(config.corsOrigins),
       deadlineMs: config.requestDeadlineMs,
       connect: createConnectMount({
         routes: (router) => {

@@ -4,7 +4,7 @@ import type { Logger } from "../lib/logger.js";
 import type { Metrics } from "../lib/metrics.js";
 import { MAX_BODY_BYTES } from "./body.js";
 import { errorBody, HttpError, sendError } from "./errors.js";
-import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
+import { newRequestId, OPENAI_REQUEST_ID_HEADER, REQUEST_ID_HEADER } from "./request-id.js";
 
 /** A node:http request handler (the gateway's, or the Connect paths'). */
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -71,10 +71,11 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): { status
     errorBody("detail", new HttpError(known.status, "invalid_request_error", known.message, { code: known.code })).body,
   );
   socket.once("finish", () => socket.destroy());
+  const id = newRequestId();
   socket.end(
     `HTTP/1.1 ${known.status} ${known.reason}\r\n` +
       `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-      `${REQUEST_ID_HEADER}: ${newRequestId()}\r\nconnection: close\r\n\r\n${body}`,
+      `${REQUEST_ID_HEADER}: ${id}\r\n${OPENAI_REQUEST_ID_HEADER}: ${id}\r\nconnection: close\r\n\r\n${body}`,
   );
   return { status: known.status, code: known.code };
 }
@@ -127,7 +128,9 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
   });
   // An Expect other than 100-continue: what node:http answers itself (417), in the JSON shape with a request id.
   server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
-    res.setHeader(REQUEST_ID_HEADER, newRequestId());
+    const id = newRequestId();
+    res.setHeader(REQUEST_ID_HEADER, id);
+    res.setHeader(OPENAI_REQUEST_ID_HEADER, id);
     res.shouldKeepAlive = false;
     sendError(
       res,

@@ -4,7 +4,7 @@ import type { Logger } from "../lib/logger.js";
 import { ClientGone } from "./body.js";
 import type { Gate, GatedCall, SettleUsage } from "./gate.js";
 import type { MetricSeries } from "./metric-series.js";
-import { REQUEST_ID_HEADER } from "./request-id.js";
+import { OPENAI_REQUEST_ID_HEADER, REQUEST_ID_HEADER } from "./request-id.js";
 import type { RequestContext, RequestLogFields, Route } from "./route.js";
 
 const RATE_REMAINING_HEADER = "x-ratelimit-remaining-requests";
@@ -55,6 +55,8 @@ export class HttpRequestContext implements RequestContext, GatedCall {
   deadlineAt = 0;
   /** Set when the gateway answered before the handler finished; called when it has. */
   served: (() => void) | undefined = undefined;
+  /** Header pairs every answer of this request carries besides the ids (CORS, cors.ts). */
+  extraHeaders: string[] = [];
   readonly started = performance.now();
   readonly method: string;
   readonly path: string;
@@ -101,6 +103,8 @@ export class HttpRequestContext implements RequestContext, GatedCall {
     const res = this.response;
     if (res.headersSent) return;
     res.setHeader(REQUEST_ID_HEADER, this.requestId);
+    res.setHeader(OPENAI_REQUEST_ID_HEADER, this.requestId);
+    for (let i = 0; i < this.extraHeaders.length; i += 2) res.setHeader(this.extraHeaders[i]!, this.extraHeaders[i + 1]!);
     if (this.admission !== undefined) setRateHeaders(res, this.admission);
   }
 
@@ -156,10 +160,13 @@ export class HttpRequestContext implements RequestContext, GatedCall {
     const head: string[] = this.exposed
       ? []
       : admission === undefined
-        ? [REQUEST_ID_HEADER, this.requestId]
+        ? [REQUEST_ID_HEADER, this.requestId, OPENAI_REQUEST_ID_HEADER, this.requestId, ...this.extraHeaders]
         : [
             REQUEST_ID_HEADER,
             this.requestId,
+            OPENAI_REQUEST_ID_HEADER,
+            this.requestId,
+            ...this.extraHeaders,
             RATE_REMAINING_HEADER,
             String(admission.remainingRequests),
             RATE_RESET_HEADER,

@@ -7,6 +7,7 @@ import { discardBody } from "./drain-body.js";
 import { HttpError, errorBody, toHttpError, type ErrorStyle } from "./errors.js";
 import type { Gate, GatedCall, GateResult } from "./gate.js";
 import type { NodeHandler } from "./http-server.js";
+import type { Cors } from "./cors.js";
 import { createSeriesCache } from "./metric-series.js";
 import { HttpRequestContext } from "./request-context.js";
 import { newRequestId } from "./request-id.js";
@@ -33,6 +34,8 @@ export interface GatewayDeps {
    * is governed by its stall timeout instead. 0: no deadline. Default 10 min.
    */
   deadlineMs?: number;
+  /** CORS for the configured origins (cors.ts); unset: none. */
+  cors?: Cors;
 }
 
 export const DEFAULT_MAX_URL_BYTES = 8 * 1024;
@@ -202,6 +205,19 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
     const ctx = new HttpRequestContext(newRequestId(), req, res, shared);
     res.on("close", ctx.onClose);
     const path = ctx.path;
+    const cors = deps.cors;
+    if (cors !== undefined && req.headers.origin !== undefined) {
+      const preflight = cors.preflight(req);
+      if (preflight !== undefined) {
+        ctx.routeName = "preflight";
+        ctx.level = "debug";
+        res.writeHead(204, preflight);
+        res.end();
+        discardBody(req, res);
+        return;
+      }
+      ctx.extraHeaders = cors.responseHeaders(req);
+    }
 
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
       // What node:http would answer itself (requireHostHeader), but in the JSON shape with a request id.

@@ -69,6 +69,17 @@ describe("loadConfig", () => {
     });
   });
 
+  it("reads CORS origins, and refuses what is not an origin", () => {
+    expect(loadConfig({ env: {} }).corsOrigins).toEqual([]);
+    expect(loadConfig({ env: { TESSERA_CORS_ORIGINS: "https://a.example, http://localhost:5173" } }).corsOrigins).toEqual([
+      "https://a.example",
+      "http://localhost:5173",
+    ]);
+    expect(loadConfig({ env: { TESSERA_CORS_ORIGINS: "*" } }).corsOrigins).toEqual(["*"]);
+    expect(() => loadConfig({ env: { TESSERA_CORS_ORIGINS: "https://a.example/" } })).toThrow(/TESSERA_CORS_ORIGINS.*not an origin/s);
+    expect(() => loadConfig({ env: { TESSERA_CORS_ORIGINS: "a.example" } })).toThrow(/TESSERA_CORS_ORIGINS/);
+  });
+
   it("names every bad value at once", () => {
     const found = problems({
       TESSERA_PORT: "80a",

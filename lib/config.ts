@@ -39,6 +39,8 @@ export interface Config {
   maxUrlBytes: number;
   /** Serve the playground page at `/` (web/, built by `npm run build`). */
   playground: boolean;
+  /** Origins browsers may call the API from (CORS); `*` for any; empty: none. */
+  corsOrigins: string[];
   /** Distributed mode: Connect base URLs of the accounting replicas, tried in turn. */
   accountingUrls: string[];
   registryUrls: string[];
@@ -108,6 +110,26 @@ const urlList = (raw: string): string[] =>
     .map((part) => part.trim())
     .filter((part) => part !== "")
     .map(baseUrl);
+
+/** TESSERA_CORS_ORIGINS: comma-separated origins (scheme://host[:port]) or `*`. */
+function parseCorsOrigins(raw: string): string[] {
+  const origins = raw
+    .split(",")
+    .map((part) => part.trim())
+    .filter((part) => part !== "");
+  for (const origin of origins) {
+    if (origin === "*") continue;
+    let url: URL;
+    try {
+      url = new URL(origin);
+    } catch {
+      throw new Error(`must be origins like https://app.example.com or *, got "${origin}"`);
+    }
+    if (url.origin !== origin)
+      throw new Error(`"${origin}" is not an origin (scheme://host[:port], no path or slash); did you mean "${url.origin}"?`);
+  }
+  return origins;
+}
 
 /** A bearer credential: unset when empty; long enough not to be guessed; one token. */
 const token = (raw: string): string | undefined => {
@@ -344,6 +366,13 @@ export const SETTINGS: readonly AnySetting[] = [
       if (["off", "0", "false", "no"].includes(value)) return false;
       throw new Error("must be on or off");
     },
+  },
+  {
+    env: "TESSERA_CORS_ORIGINS",
+    key: "corsOrigins",
+    fallback: "",
+    help: "Origins a browser may call the API from (CORS), comma-separated (https://app.example.com), or * for any; unset: none.",
+    parse: parseCorsOrigins,
   },
   {
     env: "TESSERA_ACCOUNTING_URL",

@@ -24,7 +24,8 @@ const utf8 = (bytes: number[]) => Buffer.from(bytes).toString("utf8");
 
 describe("logprobs", () => {
   it("one entry per completion token, spelling the content, with the top alternatives of its step", async () => {
-    const data = await client.chat.completions.create({ ...ask, logprobs: true, top_logprobs: 5 });
+    const { data, response } = await client.chat.completions.create({ ...ask, logprobs: true, top_logprobs: 5 }).withResponse();
+    expect(response.headers.get("x-request-id")).toBe(response.headers.get("x-service-request-id"));
     const completion = ChatCompletionSchema.parse(data);
     const choice = completion.choices[0]!;
     const entries = choice.logprobs!.content!;

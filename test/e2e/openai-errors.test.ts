@@ -31,6 +31,7 @@ describe("readable errors with the openai client", () => {
     expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
     expect(err.message).not.toContain("no body");
     expect(err.type).toBe("authentication_error");
+    expect(err.requestID).toMatch(/^req_/);
     const body = err.error as { message: string };
     expect(body.message.length).toBeGreaterThan(5);
     const raw = await tessera.fetch("/v1/models", { key: "tsr_unknown" });
