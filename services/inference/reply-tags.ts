@@ -1,0 +1,33 @@
+// The reply's tags (docs/model-contract.md) and scanning for them in text that arrives in pieces.
+
+export const THINK_OPEN = "<think>";
+export const THINK_CLOSE = "</think>";
+export const CALL_OPEN = "<tool_call>";
+export const CALL_CLOSE = "</tool_call>";
+export const THINK_TAGS = [THINK_OPEN, THINK_CLOSE];
+export const CALL_TAGS = [CALL_OPEN, CALL_CLOSE];
+
+interface TagHit {
+  index: number;
+  tag: string;
+}
+
+export function findFirstTag(text: string, tags: readonly string[]): TagHit | null {
+  let best: TagHit | null = null;
+  for (const tag of tags) {
+    const index = text.indexOf(tag);
+    if (index >= 0 && (best === null || index < best.index)) best = { index, tag };
+  }
+  return best;
+}
+
+/**
+ * Where a tag might be starting at the very end of `text` (text.length when nowhere). Every
+ * tag has `<` only as its first character, so only the last `<` can start a partial tag.
+ */
+export function partialTagStart(text: string, tags: readonly string[]): number {
+  const lt = text.lastIndexOf("<");
+  if (lt < 0) return text.length;
+  const tail = text.slice(lt);
+  return tags.some((tag) => tag.length > tail.length && tag.startsWith(tail)) ? lt : text.length;
+}
