@@ -8,28 +8,33 @@ export const PLAYGROUND_FILES = ["index.html", "app.js", "app.css", "favicon.svg
 
 /**
  * Builds the playground (web/) into `outDir` (default dist/playground): the TypeScript of
- * web/src bundled by esbuild into one app.js for current Chromium and Firefox, beside the
- * page, its stylesheet and icon. Each file is written aside and renamed into place, so a
+ * web/src and the stylesheets of web/styles, each bundled by esbuild into one file (app.js,
+ * app.css) for current Chromium and Firefox, beside the page and its icon. Each file is written aside and renamed into place, so a
  * server (or a concurrent build) never reads half a file.
  */
 export async function buildPlayground(outDir = playgroundDir(import.meta.dirname)): Promise<string> {
   const web = join(packageRoot(import.meta.dirname), "web");
-  const bundled = await build({
-    entryPoints: [join(web, "src/main.ts")],
-    bundle: true,
-    format: "esm",
-    target: ["chrome120", "firefox120"],
-    minify: true,
-    sourcemap: false,
-    write: false,
-    legalComments: "none",
-    logLevel: "silent",
-    outfile: "app.js",
-  });
+  const bundle = async (entry: string, outfile: string) => {
+    const result = await build({
+      entryPoints: [join(web, entry)],
+      bundle: true,
+      format: "esm",
+      target: ["chrome120", "firefox120"],
+      minify: true,
+      sourcemap: false,
+      write: false,
+      legalComments: "none",
+      logLevel: "silent",
+      // The page's own files, served by the gateway (gateway/routes/playground.ts).
+      external: ["/playground/*"],
+      outfile,
+    });
+    return result.outputFiles[0]!.contents;
+  };
   const files: Record<string, string | Uint8Array> = {
     "index.html": readFileSync(join(web, "index.html"), "utf8"),
-    "app.js": bundled.outputFiles[0]!.contents,
-    "app.css": readFileSync(join(web, "styles.css"), "utf8"),
+    "app.js": await bundle("src/main.ts", "app.js"),
+    "app.css": await bundle("styles/index.css", "app.css"),
     "favicon.svg": readFileSync(join(web, "favicon.svg"), "utf8"),
   };
   mkdirSync(outDir, { recursive: true });
