@@ -25,6 +25,18 @@ export function createRouteTable(routes: readonly Route[]): Map<string, Map<stri
   return table;
 }
 
+/**
+ * The table's entry for a path: an exact route, else a route whose last segment is `{id}`
+ * (`/v1/models/{id}` answers `/v1/models/textmodel-26b`).
+ */
+export function lookupPath<T>(table: Map<string, T>, path: string): T | undefined {
+  const exact = table.get(path);
+  if (exact !== undefined) return exact;
+  const slash = path.lastIndexOf("/");
+  if (slash <= 0 || slash === path.length - 1) return undefined;
+  return table.get(`${path.slice(0, slash + 1)}{id}`);
+}
+
 /** Error style of a path no route claims: chat paths answer like OpenAI, the rest like System One. */
 export function styleOfPath(path: string): ErrorStyle {
   return path.startsWith("/v1/chat/") ? "openai" : "detail";

@@ -12,7 +12,7 @@ import { createSeriesCache } from "./metric-series.js";
 import { HttpRequestContext } from "./request-context.js";
 import { newRequestId } from "./request-id.js";
 import type { JsonReply, RequestLogFields, Route } from "./route.js";
-import { createRouteTable, loggedPath, styleOfPath } from "./route-table.js";
+import { createRouteTable, loggedPath, lookupPath, styleOfPath } from "./route-table.js";
 
 /** Serves the Connect paths of the mounted services, their calls passing the gate as `call`. */
 export type ConnectPaths = (req: IncomingMessage, res: ServerResponse, call: GatedCall) => void;
@@ -241,7 +241,7 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
       return;
     }
 
-    const methods = table.get(path);
+    const methods = lookupPath(table, path);
     const entry = methods?.get(ctx.method);
     if (entry === undefined) {
       if (methods === undefined) {
@@ -252,7 +252,7 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
         );
         return;
       }
-      ctx.routeName = path;
+      ctx.routeName = [...methods.values()][0]!.route.path;
       const err = new HttpError(405, "invalid_request_error", `method ${ctx.method} is not allowed on ${path}`, {
         code: "method_not_allowed",
         headers: { allow: [...new Set(methods.keys())].join(", ") },

@@ -5,6 +5,7 @@ import type { InferenceFor } from "../../lib/inference-router.js";
 import type { Metrics } from "../../lib/metrics.js";
 import type { Route } from "../route.js";
 import { chatCompletionsRoute } from "./chat-completions.js";
+import { modelRetrieveRoute } from "./model-retrieve.js";
 import { modelsRoute } from "./models.js";
 import { healthzRoute, metricsRoute, readyzRoute, type ReadinessCheck } from "./operations.js";
 import { playgroundRoutes } from "./playground.js";
@@ -29,6 +30,7 @@ export function createRoutes(deps: RouteTableDeps): Route[] {
     readyzRoute(deps.readiness),
     metricsRoute(deps.metrics),
     modelsRoute(deps),
+    modelRetrieveRoute(deps),
     chatCompletionsRoute(deps),
     systemoneRoute(deps),
     ...(deps.playground === false ? [] : playgroundRoutes()),

@@ -11,7 +11,7 @@ export interface ModelsRouteDeps {
 const createdCache = new Map<string, number>();
 
 /** Seconds since the epoch of a YYYY-MM-DD release date (OpenAI's `created`). */
-function createdOf(releaseDate: string): number {
+export function createdOf(releaseDate: string): number {
   let created = createdCache.get(releaseDate);
   if (created === undefined) {
     const ms = Date.parse(`${releaseDate}T00:00:00Z`);
