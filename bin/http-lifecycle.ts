@@ -22,7 +22,10 @@ export async function listenGateway(
     headersTimeoutMs: config.headersTimeoutMs,
     requestTimeoutMs: config.bodyTimeoutMs,
     maxConnections: config.maxConnections,
+    maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+    firstByteTimeoutMs: config.firstByteTimeoutMs,
     maxHeaderBytes: config.maxHeaderBytes,
+    maxHeaders: config.maxHeaders,
     metrics,
     logger,
   });

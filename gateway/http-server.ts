@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import type { Logger } from "../lib/logger.js";
 import type { Metrics } from "../lib/metrics.js";
 import { MAX_BODY_BYTES } from "./body.js";
+import { governConnections } from "./connection-governor.js";
 import { errorBody, HttpError, sendError } from "./errors.js";
 import { newRequestId, OPENAI_REQUEST_ID_HEADER, REQUEST_ID_HEADER } from "./request-id.js";
 
@@ -15,10 +16,16 @@ export interface GatewayServerOptions {
   headersTimeoutMs?: number;
   /** Time a client has to send a whole request, body included (slow bodies). Default 60 s. */
   requestTimeoutMs?: number;
-  /** Connections open at once; beyond it new ones are closed as they are accepted. Default 1024. */
+  /** Connections open at once; at the cap the oldest idle one is closed for a new one. Default 1024. */
   maxConnections?: number;
-  /** Largest request line plus headers; larger is answered 431. Default 16 KiB. */
+  /** Connections open at once from one client address (same rule). Default 256. */
+  maxConnectionsPerAddress?: number;
+  /** A connection that sends no byte this long is closed. Default 5 s; 0: never. */
+  firstByteTimeoutMs?: number;
+  /** Largest request line plus headers (all header lines together); larger is answered 431. Default 16 KiB. */
   maxHeaderBytes?: number;
+  /** Most header lines; more is answered 431. Default 100. */
+  maxHeaders?: number;
   /** Idle time after which a keep-alive connection is closed. Default 65 s (longer than common load balancers' 60 s). */
   keepAliveTimeoutMs?: number;
   /** Counts connections refused and malformed or timed-out requests. */
@@ -29,7 +36,10 @@ export interface GatewayServerOptions {
 export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_CONNECTIONS = 1024;
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
+export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 5_000;
 export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024;
+export const DEFAULT_MAX_HEADERS = 100;
 
 /** HTTP answers to requests node:http refused before any handler ran (parse errors, timeouts). */
 const CLIENT_ERRORS: Readonly<Record<string, { status: number; reason: string; message: string; code: string }>> = {
@@ -91,6 +101,18 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
   const maxBody = options.maxBodyBytes ?? MAX_BODY_BYTES;
   const headersTimeout = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
   const requestTimeout = Math.max(options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, headersTimeout);
+  const maxHeaderBytes = options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
+  const maxHeaders = options.maxHeaders ?? DEFAULT_MAX_HEADERS;
+  // node:http bounds the bytes it buffers per header field, not all of them together, and drops
+  // fields past maxHeadersCount silently: both limits are checked here on the whole request.
+  const guarded: NodeHandler = (req, res) => {
+    const refusal = headersRefusal(req, maxHeaders, maxHeaderBytes);
+    if (refusal === undefined) return handler(req, res);
+    res.setHeader(REQUEST_ID_HEADER, newRequestId());
+    res.shouldKeepAlive = false;
+    sendError(res, "detail", new HttpError(431, "invalid_request_error", refusal, { code: "headers_too_large" }));
+    req.resume();
+  };
   const server = createServer(
     {
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 65_000,
@@ -98,26 +120,48 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
       requestTimeout,
       // How often node checks the two timeouts above (its default, 30 s, would let them overrun by that much).
       connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(headersTimeout / 4))),
-      maxHeaderSize: options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES,
+      maxHeaderSize: maxHeaderBytes,
       // The handler refuses a missing Host itself, in the JSON shape.
       requireHostHeader: false,
     },
-    handler,
+    guarded,
   );
-  server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  // One more than the limit, so that a request over it is seen (node drops fields past this count).
+  server.maxHeadersCount = maxHeaders + 1;
   const { metrics, logger } = options;
   const dropped = metrics?.counter({
     name: "tessera_http_connections_dropped_total",
-    help: "Connections closed as they were accepted because the server had its maximum open (TESSERA_MAX_CONNECTIONS).",
+    help: "New connections refused because the server (TESSERA_MAX_CONNECTIONS) or their address (TESSERA_MAX_CONNECTIONS_PER_ADDRESS) had its maximum open, all busy.",
   });
+  const evicted = metrics?.counter({
+    name: "tessera_http_connections_evicted_total",
+    help: "Idle connections closed to make room for a new one at TESSERA_MAX_CONNECTIONS or TESSERA_MAX_CONNECTIONS_PER_ADDRESS.",
+    labelNames: ["cap"],
+  });
+  const silent = metrics?.counter({
+    name: "tessera_http_connections_silent_total",
+    help: "Connections closed for sending no byte within TESSERA_FIRST_BYTE_TIMEOUT_MS.",
+  });
+  governConnections(
+    server,
+    {
+      maxConnections: options.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
+      maxPerAddress: options.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+      firstByteTimeoutMs: options.firstByteTimeoutMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+    },
+    {
+      evicted: (cap) => evicted?.labels({ cap }).inc(),
+      refused: (cap) => {
+        dropped?.inc();
+        logger?.debug({ cap }, "connection refused: every open connection is busy");
+      },
+      silent: () => silent?.inc(),
+    },
+  );
   const refused = metrics?.counter({
     name: "tessera_http_client_errors_total",
     help: "Requests node:http refused before routing: malformed (400), headers too large (431), too slow (408).",
     labelNames: ["status"],
-  });
-  server.on("drop", () => {
-    dropped?.inc();
-    logger?.debug({ maxConnections: server.maxConnections }, "connection refused: too many open connections");
   });
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
     const answered = answerClientError(err, socket);
@@ -141,7 +185,18 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
     const length = Number(req.headers["content-length"] ?? 0);
     if (!(length > maxBody)) res.writeContinue();
-    handler(req, res);
+    guarded(req, res);
   });
   return server;
+}
+
+/** Why a request's headers are refused (431), or undefined: too many lines, or too many bytes all together. */
+function headersRefusal(req: IncomingMessage, maxHeaders: number, maxBytes: number): string | undefined {
+  const raw = req.rawHeaders;
+  if (raw.length / 2 > maxHeaders) return `a request may carry at most ${maxHeaders} header lines`;
+  // The request line, then each "name: value\r\n".
+  let bytes = (req.method?.length ?? 0) + (req.url?.length ?? 0) + 12;
+  for (let i = 0; i < raw.length; i += 2) bytes += raw[i]!.length + raw[i + 1]!.length + 4;
+  if (bytes > maxBytes) return `the request line and headers together are ${bytes} bytes; at most ${maxBytes} are accepted`;
+  return undefined;
 }

@@ -35,7 +35,10 @@ export interface Config {
   requestDeadlineMs: number;
   streamStallTimeoutMs: number;
   maxConnections: number;
+  maxConnectionsPerAddress: number;
+  firstByteTimeoutMs: number;
   maxHeaderBytes: number;
+  maxHeaders: number;
   maxUrlBytes: number;
   /** Serve the playground page at `/` (web/, built by `npm run build`). */
   playground: boolean;
@@ -338,15 +341,36 @@ export const SETTINGS: readonly AnySetting[] = [
     env: "TESSERA_MAX_CONNECTIONS",
     key: "maxConnections",
     fallback: "1024",
-    help: "Connections open at once on the HTTP port; further ones are closed as they are accepted.",
+    help: "Connections open at once on the HTTP port; at the cap the oldest idle connection is closed for a new one (a new one is refused only when all are busy).",
     parse: integer(1, 1_000_000),
+  },
+  {
+    env: "TESSERA_MAX_CONNECTIONS_PER_ADDRESS",
+    key: "maxConnectionsPerAddress",
+    fallback: "256",
+    help: "Connections open at once from one client address; at the cap that address's oldest idle connection is closed for a new one.",
+    parse: integer(1, 1_000_000),
+  },
+  {
+    env: "TESSERA_FIRST_BYTE_TIMEOUT_MS",
+    key: "firstByteTimeoutMs",
+    fallback: "5000",
+    help: "A connection that sends no byte this long after opening is closed (0: never; the headers timeout still applies).",
+    parse: integer(0, 3_600_000),
   },
   {
     env: "TESSERA_MAX_HEADER_BYTES",
     key: "maxHeaderBytes",
     fallback: "16384",
-    help: "Largest request line plus headers; larger requests get 431.",
+    help: "Largest request line plus headers, all header lines together; larger requests get 431.",
     parse: integer(1024, 1_048_576),
+  },
+  {
+    env: "TESSERA_MAX_HEADERS",
+    key: "maxHeaders",
+    fallback: "100",
+    help: "Most header lines in a request; more get 431.",
+    parse: integer(8, 10_000),
   },
   {
     env: "TESSERA_MAX_URL_BYTES",

@@ -1,0 +1,118 @@
+import type { Server, IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+
+export interface ConnectionLimits {
+  /** Connections open at once on the port. */
+  maxConnections: number;
+  /** Connections open at once from one client address. */
+  maxPerAddress: number;
+  /** A connection that has sent no byte this long after it opened is closed. 0: never. */
+  firstByteTimeoutMs: number;
+}
+
+export interface ConnectionEvents {
+  /** An idle connection was closed to make room for a new one (`cap`: which limit). */
+  evicted?(cap: "total" | "address"): void;
+  /** A new connection was refused: at the limit with no idle connection to close. */
+  refused?(cap: "total" | "address"): void;
+  /** A connection was closed for sending nothing within the first-byte timeout. */
+  silent?(): void;
+}
+
+interface Tracked {
+  socket: Socket;
+  address: string;
+  /** Requests on it whose response has not finished. */
+  inFlight: number;
+}
+
+/**
+ * Connection caps as proxies (envoy, nginx) keep them, so that idle sockets cannot lock
+ * clients out: at the total cap, or at the cap of one client address, the new connection is
+ * accepted and an idle connection (no request in flight; of that address for the address cap)
+ * is closed instead — the oldest that never sent a byte, else the oldest idle one; only when every connection is busy is the new one refused.
+ * A connection that sends no byte within `firstByteTimeoutMs` is closed (apart from, and
+ * shorter than, the headers timeout). Replaces node:http's `maxConnections`, which refuses new
+ * connections while idle ones hold every place.
+ */
+export function governConnections(server: Server, limits: ConnectionLimits, events: ConnectionEvents = {}): void {
+  // Insertion order = age: the first entry is the oldest connection.
+  const open = new Map<Socket, Tracked>();
+  const byAddress = new Map<string, Set<Tracked>>();
+
+  /** The connection to close for a new one: the oldest that never sent a byte, else the oldest idle one. */
+  const oldestIdle = (among: Iterable<Tracked>): Tracked | undefined => {
+    let idle: Tracked | undefined;
+    for (const t of among) {
+      if (t.inFlight > 0) continue;
+      if (t.socket.bytesRead === 0) return t;
+      idle ??= t;
+    }
+    return idle;
+  };
+
+  server.on("connection", (socket: Socket) => {
+    const address = socket.remoteAddress ?? "";
+    let mine = byAddress.get(address);
+    if (mine !== undefined && mine.size >= limits.maxPerAddress) {
+      const victim = oldestIdle(mine);
+      if (victim === undefined) {
+        events.refused?.("address");
+        socket.destroy();
+        return;
+      }
+      events.evicted?.("address");
+      forget(victim);
+      victim.socket.destroy();
+    }
+    if (open.size >= limits.maxConnections) {
+      const victim = oldestIdle(open.values());
+      if (victim === undefined) {
+        events.refused?.("total");
+        socket.destroy();
+        return;
+      }
+      events.evicted?.("total");
+      forget(victim);
+      victim.socket.destroy();
+    }
+    const tracked: Tracked = { socket, address, inFlight: 0 };
+    open.set(socket, tracked);
+    if (mine === undefined) byAddress.set(address, (mine = new Set()));
+    mine.add(tracked);
+    socket.once("close", () => forget(tracked));
+    if (limits.firstByteTimeoutMs > 0) {
+      const timer = setTimeout(() => {
+        if (socket.bytesRead === 0 && !socket.destroyed) {
+          events.silent?.();
+          socket.destroy();
+        }
+      }, limits.firstByteTimeoutMs);
+      timer.unref();
+      socket.once("close", () => clearTimeout(timer));
+    }
+  });
+
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    const tracked = open.get(req.socket as Socket);
+    if (tracked === undefined) return;
+    tracked.inFlight++;
+    // Busy connections move to the end: the oldest idle one is the least recently used.
+    open.delete(tracked.socket);
+    open.set(tracked.socket, tracked);
+    res.once("close", () => {
+      tracked.inFlight = Math.max(0, tracked.inFlight - 1);
+    });
+  };
+  // Before the route handler, so that a request counts as in flight from its first moment.
+  server.prependListener("request", onRequest);
+  server.prependListener("checkContinue", onRequest);
+
+  function forget(tracked: Tracked): void {
+    if (open.get(tracked.socket) !== tracked) return;
+    open.delete(tracked.socket);
+    const mine = byAddress.get(tracked.address);
+    mine?.delete(tracked);
+    if (mine?.size === 0) byAddress.delete(tracked.address);
+  }
+}
