@@ -3,7 +3,14 @@
 // that write the response themselves; the per-request deadline; request ids; Bearer parsing.
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { AdmitResponseSchema, PrincipalSchema, UsageKind, type AdmitRequest } from "../gen/tessera/accounting/v1/accounting_pb.js";
+import {
+  AdmitResponseSchema,
+  AuthenticateResponseSchema,
+  PrincipalSchema,
+  SettleResponseSchema,
+  UsageKind,
+  type AdmitRequest,
+} from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { useBareGateway } from "../test/helpers/bare-gateway.js";
 import type { Route } from "./route.js";
 import { bearerKey } from "./bearer.js";
@@ -18,16 +25,13 @@ let remaining = 41;
 const accounting: AccountingGate = {
   authenticate: async ({ apiKey }) => {
     if (apiKey !== KEY) throw new Error("unknown key");
-    return {
-      $typeName: "tessera.accounting.v1.AuthenticateResponse",
-      principal: create(PrincipalSchema, { keyId: "key_1", accountId: "acct_1" }),
-    };
+    return create(AuthenticateResponseSchema, { principal: create(PrincipalSchema, { keyId: "key_1", accountId: "acct_1" }) });
   },
   admit: async (req) => {
     admits.push(req as AdmitRequest);
     return create(AdmitResponseSchema, { remainingRequests: remaining--, resetSeconds: 17 });
   },
-  settle: async () => ({ $typeName: "tessera.accounting.v1.SettleResponse", alreadySettled: false }),
+  settle: async () => create(SettleResponseSchema, { alreadySettled: false }),
 };
 
 const admitted = { kind: UsageKind.UNSPECIFIED, hold: 0 };

@@ -13,6 +13,7 @@ import {
   type ToolChoice,
   ToolChoiceMode,
   ToolChoiceSchema,
+  ToolCallSchema,
   type ToolDefinition,
   ToolDefinitionSchema,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
@@ -144,12 +145,11 @@ function chatMessage(message: ChatMessageInput): ChatMessage {
   if (message.role === "assistant") {
     out.toolCalls = (message.tool_calls ?? []).map((call) => {
       const args = call.function.arguments;
-      return {
-        $typeName: "tessera.inference.v1.ToolCall",
+      return create(ToolCallSchema, {
         id: call.id,
         name: call.function.name,
         arguments: args === undefined || args === null ? "{}" : typeof args === "string" ? args : JSON.stringify(args),
-      };
+      });
     });
     const reasoning = message.reasoning ?? message.reasoning_content;
     if (typeof reasoning === "string") out.reasoning = reasoning;

@@ -6,6 +6,7 @@ import {
   type AccountingService,
   type AdmitRequest,
   type AdmitResponse,
+  AdmitResponseSchema,
   AuthenticateResponseSchema,
   CreateKeyResponseSchema,
   EnsureKeyResponseSchema,
@@ -400,9 +401,8 @@ function checkRate(rate: RateDecision, limit: number): RateDecision {
 
 const quotaOf = (account: AccountRecord, kind: QuotaKind) => (kind === "text" ? account.textQuota : account.decisionQuota);
 
-/** The message itself (what `create` would make), without `create`'s walk over the schema: Admit answers every request. */
 function admitResponse(remainingRequests: number, resetSeconds: number): AdmitResponse {
-  return { $typeName: "tessera.accounting.v1.AdmitResponse", remainingRequests, resetSeconds };
+  return create(AdmitResponseSchema, { remainingRequests, resetSeconds });
 }
 
 function requireId(id: string, field: string): void {
