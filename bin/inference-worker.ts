@@ -47,5 +47,6 @@ export async function startInferenceWorker(
     logger: inferenceLogger,
     metrics: metrics.registry,
   });
-  return { pool, service: createInferenceService({ pool, logger: inferenceLogger, workerId: config.workerId }) };
+  const grammar = { cacheSize: config.grammarCacheSize, compileBudgetMs: config.grammarCompileBudgetMs };
+  return { pool, service: createInferenceService({ pool, logger: inferenceLogger, workerId: config.workerId, grammar }) };
 }

@@ -27,6 +27,8 @@ describe("loadConfig", () => {
       executionProviders: ["cpu"],
       unmaskThreshold: undefined,
       unmaskPolicy: undefined,
+      grammarCacheSize: 64,
+      grammarCompileBudgetMs: 5000,
       logLevel: "info",
       natsUrl: undefined,
     });
@@ -47,6 +49,8 @@ describe("loadConfig", () => {
         TESSERA_EXECUTION_PROVIDERS: "cuda, CPU",
         TESSERA_UNMASK_THRESHOLD: "1",
         TESSERA_UNMASK_POLICY: " fill(0.7) + threshold(confidence=0.9) ",
+        TESSERA_GRAMMAR_CACHE: "8",
+        TESSERA_GRAMMAR_COMPILE_BUDGET_MS: "250",
         TESSERA_LOG_LEVEL: "WARN",
         TESSERA_NATS_URL: "nats://nats:4222",
       },
@@ -64,6 +68,8 @@ describe("loadConfig", () => {
       executionProviders: ["cuda", "cpu"],
       unmaskThreshold: 1,
       unmaskPolicy: "fill(0.7) + threshold(confidence=0.9)",
+      grammarCacheSize: 8,
+      grammarCompileBudgetMs: 250,
       logLevel: "warn",
       natsUrl: "nats://nats:4222",
     });

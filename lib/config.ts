@@ -25,6 +25,10 @@ export interface Config {
   unmaskThreshold: number | undefined;
   /** Unmasking policy spec; unset: each model's own (config.json `decoding.policy`), else `threshold`. */
   unmaskPolicy: string | undefined;
+  /** Compiled grammars (JSON schemas, tool sets) kept per model. */
+  grammarCacheSize: number;
+  /** A grammar slower than this to compile is refused (400). */
+  grammarCompileBudgetMs: number;
   logLevel: LogLevel;
   natsUrl: string | undefined;
   workerId: string;
@@ -269,6 +273,20 @@ export const SETTINGS: readonly AnySetting[] = [
       }
       return spec;
     },
+  },
+  {
+    env: "TESSERA_GRAMMAR_CACHE",
+    key: "grammarCacheSize",
+    fallback: "64",
+    help: "Compiled grammars (JSON schemas, tool sets) kept per model; the least recently used are dropped.",
+    parse: integer(1, 100_000),
+  },
+  {
+    env: "TESSERA_GRAMMAR_COMPILE_BUDGET_MS",
+    key: "grammarCompileBudgetMs",
+    fallback: "5000",
+    help: "A JSON schema or tool set whose grammar takes longer than this to compile is refused (400) and remembered as refused.",
+    parse: integer(1, 600_000),
   },
   {
     env: "TESSERA_LOG_LEVEL",
