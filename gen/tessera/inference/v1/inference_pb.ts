@@ -190,7 +190,8 @@ export type ToolDefinition = Message<"tessera.inference.v1.ToolDefinition"> & {
   description: string;
 
   /**
-   * parameters is the JSON Schema of the function's arguments.
+   * parameters is the JSON Schema of the function's arguments; a call's arguments follow it
+   * (enforced by a grammar).
    *
    * @generated from field: google.protobuf.Struct parameters = 3;
    */
@@ -1263,14 +1264,15 @@ export enum ResponseFormatType {
   TEXT = 1,
 
   /**
-   * RESPONSE_FORMAT_TYPE_JSON_OBJECT asks for JSON only; content is the first JSON object.
+   * RESPONSE_FORMAT_TYPE_JSON_OBJECT asks for JSON only; content is one JSON object, enforced by a grammar.
    *
    * @generated from enum value: RESPONSE_FORMAT_TYPE_JSON_OBJECT = 2;
    */
   JSON_OBJECT = 2,
 
   /**
-   * RESPONSE_FORMAT_TYPE_JSON_SCHEMA is JSON_OBJECT guided (not enforced) by a schema.
+   * RESPONSE_FORMAT_TYPE_JSON_SCHEMA is one JSON value of the schema in `json_schema.schema`,
+   * enforced by a grammar whether or not `strict` is set (docs/constrained-decoding.md).
    *
    * @generated from enum value: RESPONSE_FORMAT_TYPE_JSON_SCHEMA = 3;
    */
