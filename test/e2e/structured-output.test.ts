@@ -242,6 +242,25 @@ describe("schemas the grammar cannot enforce: 400 naming the problem", () => {
   });
 });
 
+describe("metrics", () => {
+  it("count constrained requests, jump-forward tokens, compile and step time", async () => {
+    const text = await (await tessera.fetch("/metrics", { key: null })).text();
+    const value = (line: RegExp) =>
+      Number(
+        text
+          .split("\n")
+          .find((l) => line.test(l))
+          ?.split(" ")
+          .at(-1) ?? Number.NaN,
+      );
+    expect(value(/^tessera_constrained_requests_total\{.*kind="json_schema"/)).toBeGreaterThan(0);
+    expect(value(/^tessera_constrained_requests_total\{.*kind="tool_arguments"/)).toBeGreaterThan(0);
+    expect(value(/^tessera_jump_forward_tokens_total\{/)).toBeGreaterThan(0);
+    expect(value(/^tessera_grammar_compile_seconds_count\{/)).toBeGreaterThan(0);
+    expect(value(/^tessera_grammar_step_seconds_count\{/)).toBeGreaterThan(0);
+  });
+});
+
 describe("Vercel AI SDK", () => {
   it("generateObject with supportsStructuredOutputs returns an object of the schema", async () => {
     const provider = createOpenAICompatible({

@@ -11,16 +11,18 @@ import { createLogger } from "../../lib/logger.js";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
 export const TINY_MODEL_DIR = join(REPO_ROOT, "test/fixtures/tiny-model");
+export const BUNDLED_MODEL_DIR = join(REPO_ROOT, "models/tessera-bd-small");
 
 /** The serving id of the models config's one model directory, `tessera-test-model`. */
 export const TEST_SERVING_ID = "tessera-test-model";
 
 export interface TestTesseraOptions {
   /**
-   * `tiny`: serve test/fixtures/tiny-model through the real inference pool. `none`: the
+   * `tiny`: serve test/fixtures/tiny-model through the real inference pool (`bundled`:
+   * models/tessera-bd-small, the same way). `none`: the
    * model directory does not exist, so no pool is loaded (tests announce workers themselves).
    */
-  models?: "none" | "tiny";
+  models?: "none" | "tiny" | "bundled";
   /** Extra TESSERA_* settings. */
   env?: Record<string, string>;
   /** Reuse a data directory (restart tests); a fresh temporary one otherwise. */
@@ -83,7 +85,8 @@ export function writeModelsConfig(dir: string, modelDir: string): string {
 export async function startTestTessera(options: TestTesseraOptions = {}): Promise<TestTessera> {
   const scratch = mkdtempSync(join(tmpdir(), "tessera-test-"));
   const dataDir = options.dataDir ?? join(scratch, "data");
-  const modelDir = options.models === "tiny" ? TINY_MODEL_DIR : join(scratch, "no-model-here");
+  const modelDir =
+    options.models === "tiny" ? TINY_MODEL_DIR : options.models === "bundled" ? BUNDLED_MODEL_DIR : join(scratch, "no-model-here");
   const key = newApiKey();
   const config = loadConfig({
     env: {
