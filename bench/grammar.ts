@@ -14,13 +14,7 @@ import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
-import {
-  GenerateRequestSchema,
-  InferenceService,
-  ResponseFormatType,
-  Role,
-  ToolChoiceMode,
-} from "../gen/tessera/inference/v1/inference_pb.js";
+import { GenerateRequestSchema, InferenceService, ResponseFormatType, Role } from "../gen/tessera/inference/v1/inference_pb.js";
 import { createLogger } from "../lib/logger.js";
 import type { GrammarSpec } from "../services/inference/grammar/grammar-spec.js";
 import { ModelGrammars } from "../services/inference/grammar/model-grammars.js";
