@@ -16,7 +16,7 @@ const ajv = new Ajv({ strict: false });
 
 describe.skipIf(!existsSync(BUNDLED_MODEL_DIR))("structured output on the bundled model", () => {
   beforeAll(async () => {
-    tessera = await startTestTessera({ models: "bundled", env: { TESSERA_INTRA_OP_THREADS: "0" } });
+    tessera = await startTestTessera({ models: "bundled", env: { TESSERA_INTRA_OP_THREADS: "2" } });
     client = new OpenAI({ apiKey: tessera.key, baseURL: `${tessera.url}/v1`, maxRetries: 0, timeout: 120_000 });
   }, 120_000);
 
