@@ -167,6 +167,7 @@ describe("checkSchema", () => {
       'schema.properties.a.not: the keyword "not" cannot be enforced by the grammar',
     );
     expect(refused({ type: "number", minimum: 0.5 })).toMatch(/only integer bounds/);
+    expect(refused({ type: "string", maxLength: 100_000 })).toMatch(/schema.maxLength: bounds above 256 cannot be enforced/);
     expect(refused({ type: "string", pattern: "(?=a)" })).toMatch(/lookarounds/);
     expect(refused({ $ref: "https://example.com/s.json" })).toMatch(/only local references/);
     expect(refused({ type: "object", required: ["a"], additionalProperties: false })).toMatch(/required but not allowed/);

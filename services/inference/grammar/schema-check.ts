@@ -50,6 +50,12 @@ const ANNOTATIONS = new Set([
   "propertyOrdering",
 ]);
 
+/**
+ * The largest length or item-count bound: XGrammar expands a bound into that many states, and
+ * compiling costs about 10 ms per unit on an 8,192-token vocabulary (bench/grammar.ts).
+ */
+const MAX_BOUND = 256;
+
 const TYPES = new Set(["string", "number", "integer", "boolean", "null", "object", "array"]);
 
 export interface SchemaLimits {
@@ -126,6 +132,11 @@ export function checkSchema(schema: unknown, where: string, limits: SchemaLimits
         case "minLength":
         case "maxLength":
           if (typeof value !== "number" || !Number.isInteger(value) || value < 0) throw new SchemaError(`${at} must be an integer >= 0`);
+          if (value > MAX_BOUND) {
+            throw new SchemaError(
+              `${at}: bounds above ${MAX_BOUND} cannot be enforced (the grammar spells out every repetition and would compile for seconds)`,
+            );
+          }
           break;
         case "minimum":
         case "maximum":
