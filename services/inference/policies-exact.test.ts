@@ -3,17 +3,20 @@
 // around block boundaries and chat prompts that end), one prefill plus one forward per step,
 // the same tokens when sequences of different policies share batches, and a policy reading
 // top-k from the logits agrees with the greedy readout.
+import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UnmaskPolicy } from "./decoder/policies/policy.js";
 import { buildPolicy } from "./decoder/policies/registry.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { createModelEngine, type ModelEngine } from "./engine.js";
+import { engineMetrics } from "./metrics.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { recordingRunner, referenceGenerate, TINY_MODEL_DIR, type RecordedForward } from "./test-support.js";
 
 let model: ModelDir;
 let engine: ModelEngine;
 let forwards: RecordedForward[] = [];
+const registry = new Registry();
 
 beforeAll(async () => {
   model = await loadModelDir(TINY_MODEL_DIR, { intraOpThreads: 1 });
@@ -23,6 +26,7 @@ beforeAll(async () => {
     model,
     slots: 16,
     queue: 16,
+    metrics: engineMetrics(registry),
     wrapRunner: (inner) => {
       const r = recordingRunner(inner);
       forwards = r.forwards;
@@ -118,5 +122,23 @@ describe("policies side by side", () => {
     expect(forwards.slice(before).some((f) => f.fetch.output === "readout+logits")).toBe(true);
     const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 70, policy: top3 });
     expect(withTop.tokens).toEqual(want.tokens);
+  });
+});
+
+describe("metrics", () => {
+  it("count the positions each denoising forward commits and the forwards of each block, by policy", async () => {
+    const policy = buildPolicy("fill(0.3)+threshold(0.8)");
+    const prompt = chat("hi");
+    const want = await referenceGenerate(model, engine.runner, prompt, { maxTokens: 100, policy });
+    await generate(prompt, 100, policy);
+    const values = async (name: string) =>
+      (await registry.getSingleMetric(name)!.get()).values
+        .filter((v) => v.labels.policy === policy.name)
+        .map((v) => ({ ...v, metricName: (v as { metricName?: string }).metricName }));
+    const committed = await values("tessera_committed_tokens_per_forward");
+    expect(committed.find((v) => v.metricName?.endsWith("_count"))?.value).toBe(want.steps);
+    expect(committed.find((v) => v.metricName?.endsWith("_sum"))?.value).toBe(want.committedPerStep.reduce((a, b) => a + b, 0));
+    const blocks = await values("tessera_forwards_per_block");
+    expect(blocks.find((v) => v.metricName?.endsWith("_sum"))?.value).toBe(want.steps);
   });
 });
