@@ -36,7 +36,7 @@ def main() -> None:
     out = os.path.join(a.model_dir, model.config.onnx_file)
     export(model, out)
     # The unmasking policy bench/decode.ts measured best for this model (README, "Unmasking policies").
-    model.config.decoding = {"policy": "fill(0.6)+threshold", "threshold": 0.9}
+    model.config.decoding = {"policy": "fill(0.6)+threshold", "threshold": 0.6}
     model.config.save(os.path.join(a.model_dir, "config.json"))
     for f in ["tokenizer.json", "tokenizer_config.json"]:
         shutil.copy(os.path.join(a.tokenizer_dir, f), os.path.join(a.model_dir, f))

@@ -29,8 +29,8 @@ export interface ModelEngine {
   /** The unmasking policy of one serving id's replies. */
   policyFor(servingId: string): UnmaskPolicy;
   /**
-   * The confidence threshold (the server's, else the model's `decoding.threshold`, else 0.9);
-   * also the one of the grammar's frontier rule (grammar/frontier-rule.ts).
+   * The confidence threshold of the grammar's frontier rule (grammar/frontier-rule.ts): the
+   * server's TESSERA_UNMASK_THRESHOLD, else 0.9.
    */
   threshold: number;
   /** Most tokens of model work one Score request may need (score.ts). */
@@ -84,7 +84,9 @@ export function decodeModelOf(model: ModelDir): DecodeModel {
 
 export function createModelEngine(options: ModelEngineOptions): ModelEngine {
   if (options.threshold !== undefined && !(options.threshold >= 0)) throw new Error("threshold must be a number >= 0");
-  const threshold = options.threshold ?? options.model.config.decoding.threshold ?? DEFAULT_THRESHOLD;
+  // The grammar's frontier rule keeps the server's threshold (else 0.9): the model's
+  // decoding.threshold is measured for its unmasking policy, not for constrained spans.
+  const threshold = options.threshold ?? DEFAULT_THRESHOLD;
   const select = (catalog: string | undefined) =>
     selectPolicy({
       catalog,
