@@ -23,36 +23,29 @@ export function toConnectError(err: unknown): unknown {
 
 type Impl = ServiceImpl<typeof InferenceService>;
 
+/** A unary method whose engine errors are mapped. */
+function mapped<Req, Res>(method: (req: Req, ctx: HandlerContext) => Res | Promise<Res>) {
+  return async (req: Req, ctx: HandlerContext): Promise<Res> => {
+    try {
+      return await method(req, ctx);
+    } catch (err) {
+      throw toConnectError(err);
+    }
+  };
+}
+
 /** The service with every engine error mapped at its edge (`toConnectError`), streams included. */
 export function withConnectErrors(impl: Impl): Impl {
   return {
-    async *generate(req, ctx: HandlerContext) {
+    async *generate(req, ctx) {
       try {
         yield* impl.generate(req, ctx);
       } catch (err) {
         throw toConnectError(err);
       }
     },
-    async score(req, ctx) {
-      try {
-        return await impl.score(req, ctx);
-      } catch (err) {
-        throw toConnectError(err);
-      }
-    },
-    async countTokens(req, ctx) {
-      try {
-        return await impl.countTokens(req, ctx);
-      } catch (err) {
-        throw toConnectError(err);
-      }
-    },
-    async getModelInfo(req, ctx) {
-      try {
-        return await impl.getModelInfo(req, ctx);
-      } catch (err) {
-        throw toConnectError(err);
-      }
-    },
+    score: mapped(impl.score),
+    countTokens: mapped(impl.countTokens),
+    getModelInfo: mapped(impl.getModelInfo),
   };
 }
