@@ -9,6 +9,7 @@ import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
 import { KEYS_HELP, runKeysCommand } from "../services/accounting/cli.js";
 import { CatalogError } from "../services/registry/catalog.js";
 import { bearerInterceptor, serviceTransport } from "../lib/remote/clients.js";
+import { convertPython, runConvert } from "./convert-command.js";
 import { SERVICE_NAMES, startDistributed, type ServiceName } from "./distributed.js";
 import { startEmbedded } from "./embedded.js";
 
@@ -24,6 +25,9 @@ const USAGE = `Usage:
       Manage API keys, accounts, limits and usage: through accounting at
       TESSERA_ACCOUNTING_URL with TESSERA_ADMIN_TOKEN when set, else in TESSERA_DATA_DIR
       (tessera keys --help).
+  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int4]
+      Convert a Hugging Face SDAR or Fast-dLLM v2 checkpoint into a model directory
+      (tessera convert --help).
   tessera --help
 
 Settings (environment variables):
@@ -135,6 +139,10 @@ export async function main(argv: string[]): Promise<number> {
         return await serve(rest);
       case "keys":
         return await keys(rest);
+      case "convert":
+        return rest.length === 0 || rest.includes("--help") || rest.includes("-h")
+          ? runConvert(rest, "")
+          : runConvert(rest, convertPython(loadConfig().convertPython));
       case undefined:
       case "--help":
       case "-h":

@@ -20,6 +20,8 @@ export interface Config {
   intraOpThreads: number;
   /** Run ONNX Runtime sessions on a worker thread. */
   ortWorker: boolean;
+  /** The Python that runs `tessera convert` (empty: convert/.venv's, else python3). */
+  convertPython: string;
   executionProviders: ExecutionProvider[];
   /** Unset: each model's own (config.json `decoding.threshold`), else 0.9. */
   unmaskThreshold: number | undefined;
@@ -214,6 +216,13 @@ export const SETTINGS: readonly AnySetting[] = [
       "Most tokens of model work one decision may need (the state once, plus each question's row: its state tail, question and answer slot); " +
       "more is refused with 400 naming this limit before the model runs.",
     parse: integer(1, 100_000_000),
+  },
+  {
+    env: "TESSERA_CONVERT_PYTHON",
+    key: "convertPython",
+    fallback: "",
+    help: "Python for `tessera convert` (needs convert/requirements.txt); empty: convert/.venv/bin/python if present, else python3.",
+    parse: (raw) => raw.trim(),
   },
   {
     env: "TESSERA_ORT_WORKER",

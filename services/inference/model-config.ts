@@ -15,7 +15,15 @@ export interface DecodingDefaults {
   subBlockSize?: number;
 }
 
+/** The delimiters the reply parser needs, as the model's vocabulary spells them (contract v2). */
+export interface ChatSpecialTokens {
+  toolCall: [string, string];
+  thinking: [string, string];
+}
+
 export interface ModelConfig {
+  /** 1 (the bundled and tiny models) or 2 (open checkpoints converted by `tessera convert`). */
+  contractVersion: 1 | 2;
   modelType: string;
   numLayers: number;
   numKvHeads: number;
@@ -25,14 +33,21 @@ export interface ModelConfig {
   /** Context size in tokens (prompt + reply). */
   maxPositions: number;
   maskTokenId: number;
+  /** The end of turn. */
   eosTokenId: number;
   padTokenId: number;
+  /** Tokens that end the reply (the end of turn first); v1: the end of turn alone. */
+  stopTokenIds: number[];
+  /** 1: logits row i predicts the token at i + 1 (Fast-dLLM v2); 0: row i predicts token i. */
+  logitsShift: 0 | 1;
   decoding: DecodingDefaults;
+  specialTokens: ChatSpecialTokens;
   capabilities: ModelCapabilities;
   onnxFile: string;
 }
 
 export const MODEL_TYPE = "tessera-block-diffusion";
+export const DEFAULT_SPECIAL_TOKENS: ChatSpecialTokens = { toolCall: ["<tool_call>", "</tool_call>"], thinking: ["<think>", "</think>"] };
 
 export function parseModelConfig(raw: unknown, source = "config.json"): ModelConfig {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
@@ -46,12 +61,19 @@ export function parseModelConfig(raw: unknown, source = "config.json"): ModelCon
     }
     return value;
   };
+  const version = obj.contract_version ?? 1;
+  if (version !== 1 && version !== 2) throw new Error(`${source}: "contract_version" must be 1 or 2, got ${JSON.stringify(version)}`);
   const modelType = typeof obj.model_type === "string" ? obj.model_type : "";
-  if (modelType !== MODEL_TYPE) {
-    throw new Error(`${source}: "model_type" must be "${MODEL_TYPE}", got ${JSON.stringify(obj.model_type)}`);
+  if (version === 1 && modelType !== MODEL_TYPE) {
+    throw new Error(
+      `${source}: "model_type" must be "${MODEL_TYPE}" (or set "contract_version": 2), got ${JSON.stringify(obj.model_type)}`,
+    );
   }
+  if (modelType === "") throw new Error(`${source}: "model_type" must be a non-empty string`);
   const caps = (typeof obj.capabilities === "object" && obj.capabilities !== null ? obj.capabilities : {}) as Record<string, unknown>;
+  const eosTokenId = int("eos_token_id");
   const config: ModelConfig = {
+    contractVersion: version,
     modelType,
     numLayers: int("num_hidden_layers", 1),
     numKvHeads: int("num_key_value_heads", 1),
@@ -60,19 +82,40 @@ export function parseModelConfig(raw: unknown, source = "config.json"): ModelCon
     blockSize: int("block_size", 1),
     maxPositions: int("max_position_embeddings", 1),
     maskTokenId: int("mask_token_id"),
-    eosTokenId: int("eos_token_id"),
+    eosTokenId,
     padTokenId: int("pad_token_id"),
+    stopTokenIds: stopIds(obj.stop_token_ids, eosTokenId, source),
+    logitsShift: logitsShift(obj.logits_shift, source),
     decoding: decodingDefaults(obj.decoding, source),
+    specialTokens: specialTokens(obj.special_tokens, source),
     capabilities: { images: caps.images === true, tools: caps.tools === true, thinking: caps.thinking === true },
     onnxFile: typeof obj.onnx_file === "string" && obj.onnx_file !== "" ? obj.onnx_file : "model.onnx",
   };
-  for (const key of ["maskTokenId", "eosTokenId", "padTokenId"] as const) {
-    if (config[key] >= config.vocabSize) throw new Error(`${source}: ${key} ${config[key]} is outside the vocabulary`);
+  for (const [key, id] of [
+    ["mask_token_id", config.maskTokenId],
+    ["pad_token_id", config.padTokenId],
+    ...config.stopTokenIds.map((id) => ["stop_token_ids", id] as const),
+  ] as const) {
+    if (id >= config.vocabSize) throw new Error(`${source}: ${key} ${id} is outside the vocabulary`);
   }
   if (config.maxPositions < config.blockSize) {
     throw new Error(`${source}: max_position_embeddings is smaller than one block`);
   }
   return config;
+}
+
+function stopIds(raw: unknown, eos: number, source: string): number[] {
+  if (raw === undefined) return [eos];
+  if (!Array.isArray(raw) || !raw.every((v) => typeof v === "number" && Number.isInteger(v) && v >= 0)) {
+    throw new Error(`${source}: "stop_token_ids" must be an array of token ids`);
+  }
+  return [eos, ...(raw as number[]).filter((id) => id !== eos)];
+}
+
+function logitsShift(raw: unknown, source: string): 0 | 1 {
+  if (raw === undefined || raw === 0) return 0;
+  if (raw === 1) return 1;
+  throw new Error(`${source}: "logits_shift" must be 0 or 1, got ${JSON.stringify(raw)}`);
 }
 
 function decodingDefaults(raw: unknown, source: string): DecodingDefaults {
@@ -96,4 +139,19 @@ function decodingDefaults(raw: unknown, source: string): DecodingDefaults {
     out.subBlockSize = d.sub_block_size;
   }
   return out;
+}
+
+function specialTokens(raw: unknown, source: string): ChatSpecialTokens {
+  if (raw === undefined) return DEFAULT_SPECIAL_TOKENS;
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new Error(`${source}: "special_tokens" must be an object`);
+  const s = raw as Record<string, unknown>;
+  const pair = (key: string, fallback: [string, string]): [string, string] => {
+    const v = s[key];
+    if (v === undefined) return fallback;
+    if (!Array.isArray(v) || v.length !== 2 || !v.every((t) => typeof t === "string" && t !== "")) {
+      throw new Error(`${source}: "special_tokens.${key}" must be [open, close]`);
+    }
+    return [v[0] as string, v[1] as string];
+  };
+  return { toolCall: pair("tool_call", DEFAULT_SPECIAL_TOKENS.toolCall), thinking: pair("thinking", DEFAULT_SPECIAL_TOKENS.thinking) };
 }

@@ -68,8 +68,33 @@ describe("model directory", () => {
     const config = JSON.parse(readFileSync(path.join(TINY_MODEL_DIR, "config.json"), "utf8"));
     expect(() => parseModelConfig({ ...config, model_type: "llama" })).toThrow(/model_type/);
     expect(() => parseModelConfig({ ...config, num_hidden_layers: 0 })).toThrow(/num_hidden_layers/);
-    expect(() => parseModelConfig({ ...config, mask_token_id: 99999 })).toThrow(/maskTokenId/);
+    expect(() => parseModelConfig({ ...config, mask_token_id: 99999 })).toThrow(/mask_token_id 99999/);
     expect(() => parseModelConfig([])).toThrow(/object/);
+  });
+
+  it("reads contract v2: any model_type, stop ids, logits shift, decoding defaults, chat delimiters; v1 keeps its defaults", () => {
+    const config = JSON.parse(readFileSync(path.join(TINY_MODEL_DIR, "config.json"), "utf8"));
+    const v1 = parseModelConfig(config);
+    expect(v1).toMatchObject({ contractVersion: 1, stopTokenIds: [config.eos_token_id], logitsShift: 0, decoding: {} });
+    expect(v1.specialTokens).toEqual({ toolCall: ["<tool_call>", "</tool_call>"], thinking: ["<think>", "</think>"] });
+    const v2 = parseModelConfig({
+      ...config,
+      contract_version: 2,
+      model_type: "fast_dllm_v2",
+      stop_token_ids: [7, config.eos_token_id],
+      logits_shift: 1,
+      decoding: { threshold: 0.95, policy: "sub-blocks", sub_block_size: 8 },
+      special_tokens: { tool_call: ["<call>", "</call>"] },
+    });
+    expect(v2).toMatchObject({ contractVersion: 2, modelType: "fast_dllm_v2", stopTokenIds: [config.eos_token_id, 7], logitsShift: 1 });
+    expect(v2.decoding).toEqual({ threshold: 0.95, policy: "sub-blocks", subBlockSize: 8 });
+    expect(v2.specialTokens).toEqual({ toolCall: ["<call>", "</call>"], thinking: ["<think>", "</think>"] });
+    const bad = (extra: object) => () => parseModelConfig({ ...config, contract_version: 2, ...extra });
+    expect(bad({ contract_version: 3 })).toThrow(/contract_version/);
+    expect(bad({ logits_shift: 2 })).toThrow(/logits_shift/);
+    expect(bad({ stop_token_ids: [config.vocab_size] })).toThrow(/stop_token_ids/);
+    expect(bad({ decoding: { threshold: 2 } })).toThrow(/decoding.threshold/);
+    expect(bad({ special_tokens: { thinking: ["<think>"] } })).toThrow(/special_tokens.thinking/);
   });
 
   it("refuses a directory whose model misses contract outputs or whose tokenizer disagrees", async () => {

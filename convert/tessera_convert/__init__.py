@@ -1,0 +1,1 @@
+"""tessera convert: open Hugging Face block-diffusion checkpoints -> Tessera's model contract."""

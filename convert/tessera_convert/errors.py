@@ -1,0 +1,2 @@
+class ConvertError(Exception):
+    """Something in the checkpoint the converter does not recognise; the message names the file and field."""

@@ -1,0 +1,201 @@
+"""The two dense block-diffusion families: what each checkpoint's files say, checked and normalised.
+
+SDAR (``model_type: "sdar"``): Qwen3 layers; no block size and no mask id in config.json (the
+block size is the caller's, the mask token is found by name among the added tokens); stop on
+every id of generation_config.json's ``eos_token_id``. No token shift.
+
+Fast-dLLM v2 (``model_type: "Fast_dLLM_Qwen"``): Qwen2 layers; ``bd_size`` is the block size;
+the mask token is ``|<MASK>|``; logits row i predicts token i + 1 (``logits_shift: 1``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from .checkpoint import read_json
+from .errors import ConvertError
+from .arch import Arch
+
+SDAR = "sdar"
+FAST_DLLM = "fast_dllm_v2"
+
+
+@dataclass
+class Family:
+    name: str
+    label: str
+    mask_names: List[str]
+    logits_shift: int
+    qk_norm: bool
+    qkv_bias: bool
+    default_threshold: float
+    default_policy: str
+    sub_block_size: Optional[int] = None
+
+
+FAMILIES: Dict[str, Family] = {
+    "sdar": Family(SDAR, "SDAR (Qwen3 layers)", ["<|MASK|>", "<MASK>"], 0, True, False, 0.9, "threshold"),
+    "fast_dllm_qwen": Family(FAST_DLLM, "Fast-dLLM v2 (Qwen2 layers)", ["|<MASK>|"], 1, False, True, 0.9, "sub-blocks", 8),
+}
+
+
+@dataclass
+class Checkpoint:
+    dir: str
+    family: Family
+    arch: Arch
+    block_size: int
+    max_positions: int
+    mask_token_id: int
+    eos_token_id: int
+    pad_token_id: int
+    stop_token_ids: List[int]
+    chat_template: str
+    tokens: Dict[str, int]
+    tokenizer_config: dict
+    notes: List[str] = field(default_factory=list)
+
+
+def added_tokens(ckpt: str, tokenizer_json: dict, tokenizer_config: dict) -> Dict[str, int]:
+    """Every added token by text: tokenizer.json, then added_tokens.json, then tokenizer_config.json."""
+    tokens: Dict[str, int] = {}
+    for entry in tokenizer_json.get("added_tokens") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("content"), str) and isinstance(entry.get("id"), int):
+            tokens.setdefault(entry["content"], entry["id"])
+    extra = read_json(os.path.join(ckpt, "added_tokens.json"), required=False) or {}
+    for text, tid in extra.items():
+        if isinstance(tid, int):
+            tokens.setdefault(text, tid)
+    for tid, entry in (tokenizer_config.get("added_tokens_decoder") or {}).items():
+        if isinstance(entry, dict) and isinstance(entry.get("content"), str) and str(tid).isdigit():
+            tokens.setdefault(entry["content"], int(tid))
+    return tokens
+
+
+def _int(cfg: dict, key: str, source: str, minimum: int = 1) -> int:
+    v = cfg.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise ConvertError(f"{source}: \"{key}\" must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _ids(value) -> List[int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
+    return []
+
+
+def read_checkpoint(ckpt: str, block_size: Optional[int]) -> Checkpoint:
+    cfg_path = os.path.join(ckpt, "config.json")
+    cfg = read_json(cfg_path)
+    model_type = cfg.get("model_type")
+    family = FAMILIES.get(str(model_type).lower()) if isinstance(model_type, str) else None
+    if family is None:
+        known = ", ".join(f'"{k}"' for k in ("sdar", "Fast_dLLM_Qwen"))
+        raise ConvertError(f"{cfg_path}: \"model_type\" {model_type!r} is not a family this converter knows ({known})")
+    notes: List[str] = []
+
+    hidden = _int(cfg, "hidden_size", cfg_path)
+    heads = _int(cfg, "num_attention_heads", cfg_path)
+    kv_heads = _int(cfg, "num_key_value_heads", cfg_path) if "num_key_value_heads" in cfg else heads
+    if heads % kv_heads != 0:
+        raise ConvertError(f"{cfg_path}: \"num_attention_heads\" {heads} is not a multiple of \"num_key_value_heads\" {kv_heads}")
+    head_dim = cfg.get("head_dim") or hidden // heads
+    if not isinstance(head_dim, int) or head_dim % 2 != 0:
+        raise ConvertError(f"{cfg_path}: \"head_dim\" must be an even integer, got {head_dim!r}")
+    act = cfg.get("hidden_act", "silu")
+    if act != "silu":
+        raise ConvertError(f"{cfg_path}: \"hidden_act\" {act!r} is not supported (SwiGLU with silu only)")
+    rope = cfg.get("rope_scaling")
+    rope_params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    if isinstance(rope, dict) and rope.get("rope_type", rope.get("type")) not in (None, "default"):
+        raise ConvertError(f"{cfg_path}: \"rope_scaling\" {rope!r} is not supported (plain rotary only)")
+    theta = cfg.get("rope_theta", rope_params.get("rope_theta", 10000.0))
+    if not isinstance(theta, (int, float)) or theta <= 0:
+        raise ConvertError(f"{cfg_path}: \"rope_theta\" must be a positive number, got {theta!r}")
+    if cfg.get("use_sliding_window"):
+        raise ConvertError(f"{cfg_path}: \"use_sliding_window\" is true; sliding-window attention is not supported")
+    arch = Arch(
+        vocab_size=_int(cfg, "vocab_size", cfg_path),
+        hidden_size=hidden,
+        intermediate_size=_int(cfg, "intermediate_size", cfg_path),
+        num_hidden_layers=_int(cfg, "num_hidden_layers", cfg_path),
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        rope_theta=float(theta),
+        rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        qk_norm=family.qk_norm,
+        qkv_bias=family.qkv_bias,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+    )
+
+    if family.name == FAST_DLLM:
+        bd = _int(cfg, "bd_size", cfg_path)
+        if block_size is not None and block_size != bd:
+            notes.append(f"--block-size {block_size} overrides bd_size {bd} of config.json (the model was trained with {bd})")
+        block_size = block_size or bd
+    elif block_size is None:
+        block_size = 4
+        notes.append("SDAR's config.json has no block size; using 4 (pass --block-size for the -b8 ... -b64 variants)")
+    max_positions = _int(cfg, "max_position_embeddings", cfg_path)
+    if max_positions < block_size:
+        raise ConvertError(f"{cfg_path}: \"max_position_embeddings\" {max_positions} is smaller than one block ({block_size})")
+
+    tok_path = os.path.join(ckpt, "tokenizer.json")
+    tokenizer_json = read_json(tok_path)
+    tc_path = os.path.join(ckpt, "tokenizer_config.json")
+    tokenizer_config = read_json(tc_path)
+    tokens = added_tokens(ckpt, tokenizer_json, tokenizer_config)
+    mask_id = next((tokens[n] for n in family.mask_names if n in tokens), None)
+    if mask_id is None:
+        names = " or ".join(family.mask_names)
+        raise ConvertError(f"{tok_path}: no added token {names} (the mask token {family.label} is trained with)")
+    im_end = tokens.get("<|im_end|>")
+    if im_end is None:
+        raise ConvertError(f"{tok_path}: no added token <|im_end|> (the end of turn of the Qwen chat format)")
+
+    gen = read_json(os.path.join(ckpt, "generation_config.json"), required=False) or {}
+    stops = [im_end]
+    for tid in _ids(gen.get("eos_token_id")) + _ids(cfg.get("eos_token_id")):
+        if tid not in stops:
+            stops.append(tid)
+    pad_text = tokenizer_config.get("pad_token")
+    if isinstance(pad_text, dict):
+        pad_text = pad_text.get("content")
+    pad_id = tokens.get(pad_text) if isinstance(pad_text, str) else None
+    if pad_id is None:
+        pad_id = next((t for t in _ids(cfg.get("pad_token_id")) + _ids(gen.get("pad_token_id"))), im_end)
+    for label, tid in (("mask", mask_id), ("pad", pad_id), *(("stop", s) for s in stops)):
+        if tid >= arch.vocab_size:
+            raise ConvertError(f"{cfg_path}: the {label} token id {tid} is outside \"vocab_size\" {arch.vocab_size}")
+
+    template = tokenizer_config.get("chat_template")
+    jinja_path = os.path.join(ckpt, "chat_template.jinja")
+    if (not isinstance(template, str) or not template) and os.path.exists(jinja_path):
+        with open(jinja_path, encoding="utf-8") as f:
+            template = f.read()
+    if isinstance(template, list):  # named templates: the default one
+        template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None)
+    if not isinstance(template, str) or not template:
+        raise ConvertError(f"{tc_path}: no \"chat_template\" (nor a chat_template.jinja beside it)")
+
+    return Checkpoint(
+        dir=ckpt,
+        family=family,
+        arch=arch,
+        block_size=block_size,
+        max_positions=max_positions,
+        mask_token_id=mask_id,
+        eos_token_id=im_end,
+        pad_token_id=pad_id,
+        stop_token_ids=stops,
+        chat_template=template,
+        tokens=tokens,
+        tokenizer_config=tokenizer_config,
+        notes=notes,
+    )

@@ -1,0 +1,171 @@
+"""The files of a model directory besides model.onnx: config.json (contract v2), tokenizer files,
+decision.json and the model card."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from typing import Dict, List
+
+from .checkpoint import read_json
+from .families import Checkpoint
+
+CONTRACT_VERSION = 2
+STATE_MARK = "\u2063STATE\u2063"
+QUESTION_MARK = "\u2063QUESTION\u2063"
+
+
+def write_json(path: str, value) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+def special_tokens(ck: Checkpoint) -> Dict[str, List[str]]:
+    """The chat parser's delimiters, where the vocabulary has them as added tokens."""
+    out: Dict[str, List[str]] = {}
+    for key, pair in (("tool_call", ["<tool_call>", "</tool_call>"]), ("thinking", ["<think>", "</think>"])):
+        if all(t in ck.tokens for t in pair):
+            out[key] = pair
+    return out
+
+
+def config_json(ck: Checkpoint, weights: str, onnx_file: str, source: str) -> dict:
+    a = ck.arch
+    specials = special_tokens(ck)
+    decoding = {"threshold": ck.family.default_threshold, "policy": ck.family.default_policy}
+    if ck.family.sub_block_size:
+        decoding["sub_block_size"] = min(ck.family.sub_block_size, ck.block_size)
+    return {
+        "contract_version": CONTRACT_VERSION,
+        "model_type": ck.family.name,
+        "num_hidden_layers": a.num_hidden_layers,
+        "num_attention_heads": a.num_attention_heads,
+        "num_key_value_heads": a.num_key_value_heads,
+        "head_dim": a.head_dim,
+        "hidden_size": a.hidden_size,
+        "vocab_size": a.vocab_size,
+        "block_size": ck.block_size,
+        "max_position_embeddings": ck.max_positions,
+        "mask_token_id": ck.mask_token_id,
+        "eos_token_id": ck.eos_token_id,
+        "pad_token_id": ck.pad_token_id,
+        "stop_token_ids": ck.stop_token_ids,
+        "logits_shift": ck.family.logits_shift,
+        "decoding": decoding,
+        "special_tokens": specials,
+        "capabilities": {
+            "images": False,
+            "tools": "tool_call" in specials and "tools" in ck.chat_template,
+            "thinking": "thinking" in specials and "enable_thinking" in ck.chat_template,
+        },
+        "onnx_file": onnx_file,
+        "source": {"checkpoint": source, "family": ck.family.label, "weights": weights},
+    }
+
+
+def tokenizer_files(ck: Checkpoint, out: str) -> None:
+    tok = read_json(os.path.join(ck.dir, "tokenizer.json"))
+    write_json(os.path.join(out, "tokenizer.json"), tok)
+    tc = dict(ck.tokenizer_config)
+    tc["chat_template"] = ck.chat_template  # the contract reads it from here
+    write_json(os.path.join(out, "tokenizer_config.json"), tc)
+
+
+def letters(n: int) -> List[str]:
+    """A..Z, then AA, AB, ...: the option and level labels (ordinary tokens of every vocabulary)."""
+    out = list(string.ascii_uppercase)
+    for first in string.ascii_uppercase:
+        for second in string.ascii_uppercase:
+            if len(out) >= n:
+                return out[:n]
+            out.append(first + second)
+    return out[:n]
+
+
+def decision_json(ck: Checkpoint) -> dict:
+    """Decision prompts in the model's own chat format: the chat template rendered around markers."""
+    import jinja2
+
+    env = jinja2.Environment(keep_trailing_newline=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = lambda v, **_: json.dumps(v, ensure_ascii=False)
+    template = env.from_string(ck.chat_template)
+    rendered = template.render(
+        messages=[
+            {"role": "system", "content": "Answer the question about the state below with the label of one answer only."},
+            {"role": "user", "content": f"State:\n{STATE_MARK}\n{QUESTION_MARK}"},
+        ],
+        tools=None, add_generation_prompt=True, enable_thinking=False,
+    )
+    prefix, rest = rendered.split(STATE_MARK)
+    between, after = rest.split(QUESTION_MARK)
+    esc = lambda s: s.replace("{", "{{ '{' }}").replace("}", "{{ '}' }}")  # noqa: E731  literal text inside Jinja
+    prefix, between, after = esc(prefix), esc(between), esc(after)
+    instr = lambda default: "{{ instructions if instructions else '" + default + "' }}"  # noqa: E731
+    return {
+        "version": 1,
+        "answer_slot": "mask",
+        "prefix_template": prefix + "{{ state }}",
+        "question_templates": {
+            "noul": between + "Question: " + instr("Is this true of the state?") + "\n"
+            "{% if true_description %}Yes means: {{ true_description }}\n{% endif %}"
+            "{% if false_description %}No means: {{ false_description }}\n{% endif %}Answer Yes or No." + after,
+            "choice": between + "Question: " + instr("Which option fits the state best?") + "\nOptions:\n"
+            "{% for o in options %}{{ o.label }}. {{ o.name }}{% if o.description %}: {{ o.description }}{% endif %}\n{% endfor %}"
+            "Answer with the letter of one option." + after,
+            "score": between + "Question: " + instr("Rate the state on this scale.") + "\nLevels, lowest first:\n"
+            "{% for l in levels %}{{ l.label }}. {{ l.text }}\n{% endfor %}Answer with the letter of one level." + after,
+        },
+        "labels": {"noul": ["Yes", "No"], "choice": letters(128), "score": letters(10)},
+        "temperatures": {"noul": 1.0, "choice": 1.0, "score": 1.0},
+        "calibrated": False,
+    }
+
+
+def model_card(ck: Checkpoint, config: dict, weights: str, report: dict, source: str) -> str:
+    a = ck.arch
+    params = report.get("parameters", 0)
+    lines = [
+        f"# {os.path.basename(os.path.normpath(source))} for Tessera",
+        "",
+        f"Converted by `tessera convert` from the Hugging Face checkpoint `{source}`.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| family | {ck.family.label} (`model_type` {ck.family.name}) |",
+        f"| parameters | {params / 1e9:.3f} B |",
+        f"| layers, heads, kv heads, head dim, hidden | {a.num_hidden_layers}, {a.num_attention_heads}, {a.num_key_value_heads}, {a.head_dim}, {a.hidden_size} |",
+        f"| vocabulary | {a.vocab_size} |",
+        f"| block size | {ck.block_size} |",
+        f"| context | {ck.max_positions} tokens |",
+        f"| weights | {weights} ({report.get('onnx_bytes', 0) / 1e6:.1f} MB on disk) |",
+        f"| mask token id | {ck.mask_token_id} |",
+        f"| end of turn / stop ids | {ck.eos_token_id} / {', '.join(map(str, ck.stop_token_ids))} |",
+        f"| logits shift | {ck.family.logits_shift} ({'row i predicts token i + 1' if ck.family.logits_shift else 'row i predicts token i'}) |",
+        f"| decoding defaults | {json.dumps(config['decoding'])} |",
+        "",
+        "## What was verified at conversion",
+        "",
+        f"ONNX Runtime against the converter's PyTorch module (fp32, from the same safetensors) on block-causal "
+        f"inputs with and without a past: worst difference relative to 1 + |x|: logits {report['check']['logits']:.2e}, "
+        f"presents {report['check']['present']:.2e}.",
+        "",
+        "The converter's tests (`test/convert/`) check the same export, on tiny checkpoints of this family's exact layout, "
+        "against transformers' own Qwen3 / Qwen2 models with the block-causal mask passed in.",
+        "",
+        "## Decisions",
+        "",
+        "`decision.json` asks in the model's own chat format and reads ordinary tokens (Yes / No, letters for options "
+        "and levels; labels of several tokens use the multi-token readout). Its temperatures are 1.0: **uncalibrated**. "
+        "To fit them, label a few hundred decisions as JSON lines (`{\"state\": ..., \"question\": {...}, \"answer\": ...}`, "
+        "see the README) and run:",
+        "",
+        "```",
+        "npx tessera calibrate <this-directory> labelled.jsonl",
+        "```",
+        "",
+    ]
+    for note in ck.notes:
+        lines.insert(4, f"> {note}\n")
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { REPO_ROOT } from "../helpers/tessera.js";
+
+/** The converter's Python environment, as `.ci/run` creates it. */
+export const CONVERT_PYTHON = join(REPO_ROOT, "convert/.venv/bin/python");
+export const HAVE_CONVERT_VENV = existsSync(CONVERT_PYTHON);
+export const NO_VENV_MESSAGE =
+  "convert/.venv is missing: the converter's tests are skipped. Create it with " +
+  "`python3 -m venv convert/.venv && convert/.venv/bin/pip install -r convert/requirements.txt` (.ci/run does).";
+
+export interface ConvertedFixtures {
+  checkpoints: { sdar: string; fastDllm: string };
+  models: { sdar: string; sdarFp16: string; sdarInt4: string; fastDllm: string };
+}
+
+/** Runs a Python file or module of convert/ with the venv; rejects with its stderr on failure. */
+export function runConvertPython(args: string[], timeoutMs = 300_000): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(CONVERT_PYTHON, args, {
+      cwd: REPO_ROOT,
+      env: { ...process.env, PYTHONPATH: join(REPO_ROOT, "convert"), OMP_NUM_THREADS: "1" },
+      timeout: timeoutMs,
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("exit", (code) =>
+      code === 0 ? resolve({ stdout, stderr }) : reject(new Error(`${args.join(" ")} exited ${code}:\n${stderr}`)),
+    );
+  });
+}
+
+/** `tessera convert` through the real command line (bin/tessera.ts). */
+export function tesseraConvert(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, ["--import", "tsx", "bin/tessera.ts", "convert", ...args], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, OMP_NUM_THREADS: "1" },
+    encoding: "utf8",
+    timeout: 300_000,
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function sourcesHash(): string {
+  const h = createHash("sha256");
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir).sort()) {
+      if (name === ".venv" || name === "__pycache__") continue;
+      const p = join(dir, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else h.update(p).update(readFileSync(p));
+    }
+  };
+  walk(join(REPO_ROOT, "convert"));
+  return h.digest("hex").slice(0, 16);
+}
+
+/**
+ * The tiny checkpoints of both families and their conversions, built once per version of
+ * convert/ into .cache/convert-fixtures/<hash> (test files share them; a directory appears
+ * only complete, by rename).
+ */
+export async function convertedFixtures(): Promise<ConvertedFixtures> {
+  const root = join(REPO_ROOT, ".cache/convert-fixtures", sourcesHash());
+  const layout: ConvertedFixtures = {
+    checkpoints: { sdar: join(root, "ckpt/sdar"), fastDllm: join(root, "ckpt/fast_dllm_v2") },
+    models: {
+      sdar: join(root, "sdar"),
+      sdarFp16: join(root, "sdar-fp16"),
+      sdarInt4: join(root, "sdar-int4"),
+      fastDllm: join(root, "fast_dllm_v2"),
+    },
+  };
+  if (existsSync(join(root, "complete"))) return layout;
+  const building = `${root}.building-${process.pid}`;
+  rmSync(building, { recursive: true, force: true });
+  mkdirSync(building, { recursive: true });
+  await runConvertPython(["convert/make_tiny_checkpoints.py", join(building, "ckpt")]);
+  const convert = (ckpt: string, out: string, ...extra: string[]) =>
+    runConvertPython(["-m", "tessera_convert", join(building, "ckpt", ckpt), join(building, out), ...extra]);
+  await Promise.all([convert("sdar", "sdar"), convert("fast_dllm_v2", "fast_dllm_v2")]);
+  await Promise.all([convert("sdar", "sdar-fp16", "--weights", "fp16"), convert("sdar", "sdar-int4", "--weights", "int4")]);
+  mkdirSync(join(building, "complete"));
+  try {
+    renameSync(building, root);
+  } catch {
+    rmSync(building, { recursive: true, force: true }); // another test file finished first
+  }
+  return layout;
+}
