@@ -37,7 +37,7 @@ class Family:
 
 FAMILIES: Dict[str, Family] = {
     "sdar": Family(SDAR, "SDAR (Qwen3 layers)", ["<|MASK|>", "<MASK>"], 0, True, False, 0.9, "threshold"),
-    "fast_dllm_qwen": Family(FAST_DLLM, "Fast-dLLM v2 (Qwen2 layers)", ["|<MASK>|"], 1, False, True, 0.9, "sub-blocks", 8),
+    "fast_dllm_qwen": Family(FAST_DLLM, "Fast-dLLM v2 (Qwen2 layers)", ["|<MASK>|"], 1, False, True, 0.9, "subblocks", 8),
 }
 
 

@@ -36,7 +36,10 @@ def config_json(ck: Checkpoint, weights: str, onnx_file: str, source: str) -> di
     specials = special_tokens(ck)
     decoding = {"threshold": ck.family.default_threshold, "policy": ck.family.default_policy}
     if ck.family.sub_block_size:
-        decoding["sub_block_size"] = min(ck.family.sub_block_size, ck.block_size)
+        # Fast-dLLM v2's rule: threshold within the first sub-block with a mask, never opening the next early.
+        size = min(ck.family.sub_block_size, ck.block_size)
+        decoding["policy"] = f"subblocks(size={size},confident=1.01)+threshold"
+        decoding["sub_block_size"] = size
     return {
         "contract_version": CONTRACT_VERSION,
         "model_type": ck.family.name,

@@ -79,6 +79,8 @@ export function decodeModelOf(model: ModelDir): DecodeModel {
     eosTokenId: c.eosTokenId,
     padTokenId: c.padTokenId,
     kvShape: kvShapeOf(model),
+    stopTokenIds: c.stopTokenIds,
+    logitsShift: c.logitsShift,
   };
 }
 

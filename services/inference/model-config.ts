@@ -11,7 +11,9 @@ export interface ModelCapabilities {
 /** A model's own decoding defaults (contract v2 `decoding`); each falls back to the server's. */
 export interface DecodingDefaults {
   threshold?: number;
+  /** An unmasking-policy spec (decoder/policies/registry.ts), e.g. `sub-blocks(8)`. */
   policy?: string;
+  /** Size of `subblocks` where the policy spec gives none. */
   subBlockSize?: number;
 }
 

@@ -83,11 +83,11 @@ describe("model directory", () => {
       model_type: "fast_dllm_v2",
       stop_token_ids: [7, config.eos_token_id],
       logits_shift: 1,
-      decoding: { threshold: 0.95, policy: "sub-blocks", sub_block_size: 8 },
+      decoding: { threshold: 0.95, policy: "subblocks(size=8,confident=1.01)+threshold", sub_block_size: 8 },
       special_tokens: { tool_call: ["<call>", "</call>"] },
     });
     expect(v2).toMatchObject({ contractVersion: 2, modelType: "fast_dllm_v2", stopTokenIds: [config.eos_token_id, 7], logitsShift: 1 });
-    expect(v2.decoding).toEqual({ threshold: 0.95, policy: "sub-blocks", subBlockSize: 8 });
+    expect(v2.decoding).toEqual({ threshold: 0.95, policy: "subblocks(size=8,confident=1.01)+threshold", subBlockSize: 8 });
     expect(v2.specialTokens).toEqual({ toolCall: ["<call>", "</call>"], thinking: ["<think>", "</think>"] });
     const bad = (extra: object) => () => parseModelConfig({ ...config, contract_version: 2, ...extra });
     expect(bad({ contract_version: 3 })).toThrow(/contract_version/);

@@ -10,6 +10,7 @@ import type { ChatTemplateVariables } from "./chat-prompt.js";
 import { parseModelConfig, type ModelConfig } from "./model-config.js";
 import { skippableHeadParts } from "./onnx-head.js";
 import { concatBytes } from "./onnx-proto.js";
+import { bannedTokenIds } from "./decoder/sequence.js";
 import { readoutGraph, usesExternalData } from "./onnx-readout.js";
 import { modelText, type ModelText } from "./model-text.js";
 import { openSession, ortWorkerDefault, type ExecutionProvider, type OpenedSession } from "./onnx-session.js";
@@ -137,7 +138,7 @@ async function editedSource(
   const none = async () => {};
   const bytes = await readFile(onnxPath);
   const headed = skippableHeadParts(bytes, config.vocabSize);
-  const readout = readoutGraph(bytes, config.vocabSize, [config.maskTokenId, config.padTokenId]);
+  const readout = readoutGraph(bytes, config.vocabSize, bannedTokenIds(config));
   const edits = { readout: readout !== undefined, skippableHead: headed !== undefined };
   if (headed === undefined && readout === undefined) return { source: onnxPath, ...edits, cleanup: none };
   // One copy of the model: its (rewritten) fields, then the readout's extra graph field.

@@ -84,6 +84,7 @@ const invalid = (message: string) => new InvalidRequest(message);
  */
 export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, signal?: AbortSignal): Promise<ScoreOutput> {
   const { blockSize, maxPositions, maskTokenId, vocabSize: V, kvShape } = engine.decode;
+  const shift = engine.decode.logitsShift ?? 0;
   if (input.suffixes.length === 0) throw invalid("at least one suffix is required");
 
   // Bounds that need no tokenizing: the state alone cannot pass the context, and the work of
@@ -136,6 +137,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
           row = { tokens: [...base, ...ids.slice(0, k), ...masks], reads: [] };
           rows.set(key, row);
         }
+        if (base.length + k - shift < 0) throw invalid(`suffixes[${i}]: nothing before the answer slot to predict it from`);
         row.reads.push({ suffix: i, label: j, at: base.length + k, token: ids[k]! });
       }
     });
@@ -187,7 +189,8 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
         const logits = out.logits!;
         batch.forEach((row, b) => {
           for (const read of row.reads) {
-            const offset = (b * inputs.seq + read.at) * V;
+            // With a logits shift (contract v2) the slot's prediction is the row before it.
+            const offset = (b * inputs.seq + read.at - shift) * V;
             const logit = logits[offset + read.token]!;
             values[read.suffix]![read.label]! += singleOnly[read.suffix] ? logit : logit - logSumExp(logits, offset, V);
           }

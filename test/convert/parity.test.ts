@@ -83,7 +83,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: parity with transformers' 
       block_size: 32,
       mask_token_id: tokFd["|<MASK>|"],
       logits_shift: 1,
-      decoding: { policy: "sub-blocks", sub_block_size: 8 },
+      decoding: { threshold: 0.9, policy: "subblocks(size=8,confident=1.01)+threshold", sub_block_size: 8 },
       capabilities: { tools: true, thinking: false },
     });
     // SDAR's template lives in chat_template.jinja; the model directory carries it in tokenizer_config.json.

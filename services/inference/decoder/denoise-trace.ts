@@ -67,7 +67,7 @@ export class DenoiseTrace {
     const now = this.seq.currentBlock();
     const moved = now.start !== block.start;
     const step: DenoiseStep = {
-      blockIndex: Math.floor((block.start - this.seq.promptBlocks) / this.modelBlockSize),
+      blockIndex: Math.floor((block.start - this.seq.firstBlockStart) / this.modelBlockSize),
       step: this.step,
       blockSize: block.tokens.length,
       replyStart: Math.max(0, this.seq.promptLength - block.start),

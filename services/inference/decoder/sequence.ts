@@ -18,6 +18,15 @@ export interface DecodeModel {
   eosTokenId: number;
   padTokenId: number;
   kvShape: KVShape;
+  /** Tokens that end the reply (contract v2); default: the end of turn alone. */
+  stopTokenIds?: readonly number[];
+  /** 1: logits row i predicts the token at i + 1 (contract v2 `logits_shift`); default 0. */
+  logitsShift?: 0 | 1;
+}
+
+/** The tokens a reply never holds: the mask token, and the pad token unless it is a stop token. */
+export function bannedTokenIds(model: Pick<DecodeModel, "maskTokenId" | "padTokenId" | "stopTokenIds">): number[] {
+  return (model.stopTokenIds ?? []).includes(model.padTokenId) ? [model.maskTokenId] : [model.maskTokenId, model.padTokenId];
 }
 
 export interface SequenceParams {
@@ -69,12 +78,19 @@ export interface StepResult {
  * to commit (at least one).
  * When a block has no mask left, the next step's row is that block's 64 clean tokens
  * followed by the next block, all masked: one forward writes the clean KV and denoises.
+ *
+ * With a logits shift (Fast-dLLM v2: row i predicts token i + 1) a block's first token is
+ * predicted by the previous block's last row: it is committed alone, greedily, by the fused
+ * forward (as an autoregressive step), and a prompt that ends on a block boundary keeps its
+ * last block out of the prefill so that this forward holds it.
  */
 export class Sequence {
   readonly kv: SequenceKV;
   readonly promptLength: number;
   /** Prompt tokens in complete blocks: prefilled, never part of a step row. */
   readonly promptBlocks: number;
+  /** Absolute position of the reply's first block. */
+  readonly firstBlockStart: number;
   forwardPasses = 0;
   done = false;
   /** Positions committed by the last denoising step. */
@@ -99,6 +115,8 @@ export class Sequence {
   private logprobsSent = 0;
   private steps = 0;
   private readonly span: ConstrainedSpan | undefined;
+  private readonly stops: Set<number>;
+  private readonly shift: 0 | 1;
 
   constructor(
     private readonly model: DecodeModel,
@@ -108,14 +126,25 @@ export class Sequence {
     const n = params.prompt.length;
     if (n >= model.maxPositions) throw new Error("prompt fills the context");
     this.promptLength = n;
-    this.promptBlocks = Math.floor(n / blockSize) * blockSize;
+    this.shift = model.logitsShift ?? 0;
+    this.stops = new Set(model.stopTokenIds ?? [model.eosTokenId]);
+    const aligned = this.shift === 1 && n > 0 && n % blockSize === 0;
+    this.promptBlocks = aligned ? n - blockSize : Math.floor(n / blockSize) * blockSize;
     this.kv = new SequenceKV(model.kvShape, Math.min(model.maxPositions, this.promptBlocks + 4 * blockSize));
-    this.banned = bannedTokens(model.vocabSize, [model.maskTokenId, model.padTokenId]);
+    this.banned = bannedTokens(model.vocabSize, bannedTokenIds(model));
     this.text = new ReplyText(params.decode, params.stops);
     this.blockStart = this.promptBlocks;
     this.block = [];
     this.masked = [];
-    this.openBlock(params.prompt.slice(this.promptBlocks));
+    if (aligned) {
+      // The prompt's last block is the fused forward's clean part; the reply's first block follows.
+      this.pendingClean = params.prompt.slice(this.promptBlocks) as number[];
+      this.blockStart = n;
+      this.openBlock([]);
+    } else {
+      this.openBlock(params.prompt.slice(this.promptBlocks));
+    }
+    this.firstBlockStart = this.blockStart;
     if (params.grammar !== undefined) this.span = new ConstrainedSpan(params.grammar, this.banned, model.vocabSize);
   }
 
@@ -140,7 +169,8 @@ export class Sequence {
   async constrainStep(out: ForwardOutputs, row: number, seq: number): Promise<void> {
     if (this.span === undefined || !this.span.active || this.done) return;
     if (out.logits === undefined) throw new Error("a constrained step needs the logits");
-    await this.span.step(out.logits, row * seq + (this.pendingClean?.length ?? 0), this.masked);
+    // With a logits shift a position's prediction is the row before it.
+    await this.span.step(out.logits, row * seq + (this.pendingClean?.length ?? 0) - this.shift, this.masked);
   }
 
   /** Whether this step decodes under the grammar (constrainStep has work to do). */
@@ -194,12 +224,12 @@ export class Sequence {
       offset += this.pendingClean.length;
       this.pendingClean = null;
     }
-    const commits = this.span?.take() ?? this.choose(out, offset);
+    const commits = this.span?.take() ?? this.choose(out, offset, row * seq);
     this.steps++;
     for (const c of commits) {
       this.block[c.index] = c.token;
       this.masked[c.index] = false;
-      if (this.params.logprobs !== undefined) this.recordLogprob(out, offset + c.index, c.index, c.token);
+      if (this.params.logprobs !== undefined) this.recordLogprob(out, offset + c.index - this.shift, c.index, c.token);
     }
     this.lastCommitted = commits.length;
     if (this.span?.report.deadEnd === true) return { finished: this.finishAtFrontier() };
@@ -272,12 +302,16 @@ export class Sequence {
   }
 
   /** The policy's commits for this step; `offset` is the block's first slot in the output. */
-  private choose(out: ForwardOutputs, offset: number): Commit[] {
+  private choose(out: ForwardOutputs, blockOffset: number, rowStart: number): Commit[] {
     const policy = this.params.policy;
     const V = this.model.vocabSize;
     const topK = policy.topK ?? 1;
     const readout = topK > 1 ? undefined : out.readout;
     const logits = out.logits;
+    // Where position j's prediction is: its own row, or the row before with a logits shift.
+    const offset = blockOffset - this.shift;
+    if (this.masked.some((m, j) => m && offset + j < rowStart))
+      throw new Error("a masked position's predicting row is not in this forward");
     const guesses: Guess[] = [];
     for (let j = 0; j < this.block.length; j++) {
       if (!this.masked[j]) continue;
@@ -285,6 +319,11 @@ export class Sequence {
       else if (logits === undefined) throw new Error("the forward returned neither the readout nor the logits");
       else if (topK > 1) guesses.push(guessWithTop(logits, (offset + j) * V, V, this.banned, j, topK));
       else guesses.push(guessAt(logits, (offset + j) * V, V, this.banned, j));
+    }
+    if (this.shift === 1 && this.masked[0]) {
+      // The previous block's last row is final: its greedy guess is the first token (an autoregressive step).
+      this.history.push(guesses);
+      return [{ index: 0, token: guesses[0]!.token }];
     }
     const ctx: StepContext = {
       block: {
@@ -347,7 +386,7 @@ export class Sequence {
     let contiguous = this.replyDone.length;
     let eos: number | undefined;
     for (let j = firstReply; j < this.block.length && !this.masked[j]; j++) {
-      if (eos === undefined && this.block[j] === this.model.eosTokenId) eos = contiguous;
+      if (eos === undefined && this.stops.has(this.block[j]!)) eos = contiguous;
       contiguous++;
     }
     const limit = Math.min(contiguous, this.params.maxTokens, eos ?? Infinity);

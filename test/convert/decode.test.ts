@@ -1,0 +1,100 @@
+import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
+import { createModelEngine, type ModelEngine } from "../../services/inference/engine.js";
+import type { GenerationEvent } from "../../services/inference/scheduler.js";
+import { loadModelDir } from "../../services/inference/model-dir.js";
+import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+
+if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
+
+const engines: ModelEngine[] = [];
+const scratch = mkdtempSync(join(tmpdir(), "tessera-decode-"));
+afterAll(async () => {
+  for (const e of engines) await e.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+async function engineFor(dir: string): Promise<ModelEngine> {
+  const model = await loadModelDir(dir, { worker: false });
+  const { policy, threshold } = model.config.decoding;
+  const engine = createModelEngine({
+    name: dir,
+    servingIds: [],
+    model,
+    slots: 4,
+    queue: 4,
+    ...(policy !== undefined ? { policy } : {}),
+    ...(threshold !== undefined ? { threshold } : {}),
+  });
+  engines.push(engine);
+  return engine;
+}
+
+async function greedy(engine: ModelEngine, prompt: number[], maxTokens: number): Promise<number[]> {
+  const stream = await engine.scheduler.generate({
+    prompt,
+    maxTokens,
+    policy: engine.policy,
+    stops: new StopMatcher([]),
+    decode: engine.model.tokenizer.decode,
+  });
+  let last: GenerationEvent | undefined;
+  for await (const e of stream) last = e;
+  if (last?.type !== "finished") throw new Error("no finished event");
+  return last.finished.tokens;
+}
+
+async function reference(checkpoint: string, modelDir: string, prompts: number[][], maxTokens: number): Promise<number[][]> {
+  const file = join(scratch, `prompts-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(file, JSON.stringify(prompts));
+  const { stdout } = await runConvertPython(["convert/tests/reference_decode.py", checkpoint, modelDir, file, String(maxTokens)]);
+  return JSON.parse(stdout) as number[][];
+}
+
+function chatPrompt(engine: ModelEngine, text: string): number[] {
+  return engine.model.tokenizer.encode(
+    engine.model.renderChat({
+      messages: [{ role: "user", content: text }],
+      tools: [],
+      tool_choice: "auto",
+      forced_tool: "",
+      response_format: "",
+      json_schema: null,
+      enable_thinking: false,
+      add_generation_prompt: true,
+    }),
+  );
+}
+
+describe.skipIf(!HAVE_CONVERT_VENV)("converted models: the engine's greedy decode equals the family's own decoding rule", () => {
+  let fx: ConvertedFixtures;
+  beforeAll(async () => {
+    fx = await convertedFixtures();
+  }, 600_000);
+
+  it("SDAR: low_confidence_dynamic at threshold 0.9 (blocks of 4), token for token", async () => {
+    const engine = await engineFor(fx.models.sdar);
+    expect(engine.policy.name).toMatch(/^threshold\(confidence=0\.9\)$/);
+    const prompts = [chatPrompt(engine, "What is the weather in Paris?"), chatPrompt(engine, "Hi!").slice(0, 12)];
+    expect(prompts[1]!.length % 4).toBe(0); // one prompt ends on a block boundary
+    const want = await reference(fx.checkpoints.sdar, fx.models.sdar, prompts, 24);
+    for (const w of want) expect(w.length).toBeGreaterThan(8); // real replies, not an immediate stop
+    expect(new Set(want.flat()).size).toBeGreaterThan(2);
+    for (let i = 0; i < prompts.length; i++) expect(await greedy(engine, prompts[i]!, 24)).toEqual(want[i]);
+  }, 300_000);
+
+  it("Fast-dLLM v2: token shift and sub-blocks of 8 in blocks of 32, token for token (a prompt on a block boundary too)", async () => {
+    const engine = await engineFor(fx.models.fastDllm);
+    expect(engine.policy.name).toMatch(/subblocks\(size=8,confident=1\.01\).*threshold\(confidence=0\.9\)/);
+    const chat = chatPrompt(engine, "What is the weather in Paris?");
+    const prompts = [chat, chat.slice(0, 32)];
+    const want = await reference(fx.checkpoints.fastDllm, fx.models.fastDllm, prompts, 40);
+    for (const w of want) expect(w.length).toBeGreaterThan(8);
+    expect(new Set(want.flat()).size).toBeGreaterThan(2);
+    for (let i = 0; i < prompts.length; i++) expect(await greedy(engine, prompts[i]!, 40)).toEqual(want[i]);
+  }, 300_000);
+});
