@@ -12,6 +12,14 @@ from .checkpoint import read_json
 from .families import Checkpoint
 
 CONTRACT_VERSION = 2
+# The contract's `forced_tool` (docs/model-contract.md, "Chat template"): the prompt ends inside
+# that call, written in the Qwen tool-call format the model's own template teaches. Published
+# templates do not know the variable; this tail is the only addition to the model's template.
+FORCED_TOOL_TAIL = (
+    "{%- if add_generation_prompt and forced_tool is defined and forced_tool %}"
+    "{{- '<tool_call>\\n{\"name\": \"' + forced_tool + '\", \"arguments\": ' }}"
+    "{%- endif %}"
+)
 STATE_MARK = "\u2063STATE\u2063"
 QUESTION_MARK = "\u2063QUESTION\u2063"
 
@@ -68,11 +76,18 @@ def config_json(ck: Checkpoint, weights: str, onnx_file: str, source: str) -> di
     }
 
 
+def chat_template(ck: Checkpoint) -> str:
+    """The model's template, plus the forced-call tail when it has Qwen's tool calls."""
+    if "<tool_call>" in ck.chat_template and "forced_tool" not in ck.chat_template:
+        return ck.chat_template + FORCED_TOOL_TAIL
+    return ck.chat_template
+
+
 def tokenizer_files(ck: Checkpoint, out: str) -> None:
     tok = read_json(os.path.join(ck.dir, "tokenizer.json"))
     write_json(os.path.join(out, "tokenizer.json"), tok)
     tc = dict(ck.tokenizer_config)
-    tc["chat_template"] = ck.chat_template  # the contract reads it from here
+    tc["chat_template"] = chat_template(ck)  # the contract reads it from here
     write_json(os.path.join(out, "tokenizer_config.json"), tc)
 
 
@@ -161,12 +176,10 @@ def model_card(ck: Checkpoint, config: dict, weights: str, report: dict, source:
         "",
         "`decision.json` asks in the model's own chat format and reads ordinary tokens (Yes / No, letters for options "
         "and levels; labels of several tokens use the multi-token readout). Its temperatures are 1.0: **uncalibrated**. "
-        "To fit them, label a few hundred decisions as JSON lines (`{\"state\": ..., \"question\": {...}, \"answer\": ...}`, "
-        "see the README) and run:",
-        "",
-        "```",
-        "npx tessera calibrate <this-directory> labelled.jsonl",
-        "```",
+        "To calibrate, answer a few hundred labelled decisions through `/v1/systemone` with these temperatures, then per "
+        "question type pick the T minimising the negative log-likelihood of the labels under softmax(log p / T) (a "
+        "one-dimensional search; `training/calibrate.py` does the same for the bundled model), and write it into "
+        "`temperatures` with `\"calibrated\": true`.",
         "",
     ]
     for note in ck.notes:

@@ -77,6 +77,29 @@ export async function convertedFixtures(): Promise<ConvertedFixtures> {
     },
   };
   if (existsSync(join(root, "complete"))) return layout;
+  // One test file builds; the others (vitest runs files in parallel) wait for it.
+  const lock = `${root}.lock`;
+  try {
+    mkdirSync(join(REPO_ROOT, ".cache/convert-fixtures"), { recursive: true });
+    mkdirSync(lock);
+  } catch {
+    const deadline = Date.now() + 900_000;
+    while (!existsSync(join(root, "complete"))) {
+      if (!existsSync(lock)) return convertedFixtures(); // the builder failed: try ourselves
+      if (Date.now() > deadline) throw new Error(`${lock}: another test file has been building the fixtures for 15 minutes`);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    return layout;
+  }
+  try {
+    await build(root);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+  return layout;
+}
+
+async function build(root: string): Promise<void> {
   const building = `${root}.building-${process.pid}`;
   rmSync(building, { recursive: true, force: true });
   mkdirSync(building, { recursive: true });
@@ -86,10 +109,5 @@ export async function convertedFixtures(): Promise<ConvertedFixtures> {
   await Promise.all([convert("sdar", "sdar"), convert("fast_dllm_v2", "fast_dllm_v2")]);
   await Promise.all([convert("sdar", "sdar-fp16", "--weights", "fp16"), convert("sdar", "sdar-int4", "--weights", "int4")]);
   mkdirSync(join(building, "complete"));
-  try {
-    renameSync(building, root);
-  } catch {
-    rmSync(building, { recursive: true, force: true }); // another test file finished first
-  }
-  return layout;
+  renameSync(building, root);
 }
