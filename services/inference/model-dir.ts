@@ -10,7 +10,7 @@ import type { ChatTemplateVariables } from "./chat-prompt.js";
 import { parseModelConfig, type ModelConfig } from "./model-config.js";
 import { skippableHeadParts } from "./onnx-head.js";
 import { concatBytes } from "./onnx-proto.js";
-import { bannedTokenIds } from "./decoder/sequence.js";
+import { bannedTokenIds } from "./decoder/unmask.js";
 import { readoutGraph, usesExternalData } from "./onnx-readout.js";
 import { modelText, type ModelText } from "./model-text.js";
 import { openSession, ortWorkerDefault, type ExecutionProvider, type OpenedSession } from "./onnx-session.js";

@@ -88,3 +88,21 @@ export class ReplyText {
     return delta;
   }
 }
+
+/** A reply cut before the first stop sequence in its text: that text, and the fewest tokens whose text covers it. */
+export function cutAtStop(
+  all: readonly number[],
+  decode: (ids: readonly number[]) => string,
+  stops: StopMatcher,
+): { text: string; count: number } {
+  const match = stops.find(decode(all))!;
+  const text = decode(all).slice(0, match.start);
+  let lo = 0;
+  let hi = all.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (withoutIncompleteTail(decode(all.slice(0, mid))).length >= match.start) hi = mid;
+    else lo = mid + 1;
+  }
+  return { text, count: lo };
+}

@@ -4,8 +4,8 @@ import type { ForwardOutputs, KVShape } from "./forward.js";
 import { SequenceKV } from "./kv-cache.js";
 import { type CommittedLogprob, logprobsAt } from "./logprobs.js";
 import { type Commit, type Guess, mostConfident, type StepContext, type UnmaskPolicy } from "./policies/policy.js";
-import { ReplyText, type StopMatcher, withoutIncompleteTail } from "./reply-text.js";
-import { bannedTokens, guessAt, guessWithTop, readoutGuess } from "./unmask.js";
+import { cutAtStop, ReplyText, type StopMatcher, withoutIncompleteTail } from "./reply-text.js";
+import { bannedTokenIds, bannedTokens, checkCommits, maskedGuesses } from "./unmask.js";
 
 export type FinishReason = "stop" | "length";
 
@@ -22,11 +22,6 @@ export interface DecodeModel {
   stopTokenIds?: readonly number[];
   /** 1: logits row i predicts the token at i + 1 (contract v2 `logits_shift`); default 0. */
   logitsShift?: 0 | 1;
-}
-
-/** The tokens a reply never holds: the mask token, and the pad token unless it is a stop token. */
-export function bannedTokenIds(model: Pick<DecodeModel, "maskTokenId" | "padTokenId" | "stopTokenIds">): number[] {
-  return (model.stopTokenIds ?? []).includes(model.padTokenId) ? [model.maskTokenId] : [model.maskTokenId, model.padTokenId];
 }
 
 export interface SequenceParams {
@@ -305,21 +300,12 @@ export class Sequence {
   private choose(out: ForwardOutputs, blockOffset: number, rowStart: number): Commit[] {
     const policy = this.params.policy;
     const V = this.model.vocabSize;
-    const topK = policy.topK ?? 1;
-    const readout = topK > 1 ? undefined : out.readout;
     const logits = out.logits;
     // Where position j's prediction is: its own row, or the row before with a logits shift.
     const offset = blockOffset - this.shift;
     if (this.masked.some((m, j) => m && offset + j < rowStart))
       throw new Error("a masked position's predicting row is not in this forward");
-    const guesses: Guess[] = [];
-    for (let j = 0; j < this.block.length; j++) {
-      if (!this.masked[j]) continue;
-      if (readout !== undefined) guesses.push(readoutGuess(readout, offset + j, j));
-      else if (logits === undefined) throw new Error("the forward returned neither the readout nor the logits");
-      else if (topK > 1) guesses.push(guessWithTop(logits, (offset + j) * V, V, this.banned, j, topK));
-      else guesses.push(guessAt(logits, (offset + j) * V, V, this.banned, j));
-    }
+    const guesses = maskedGuesses(out, offset, this.masked, V, this.banned, policy.topK ?? 1);
     if (this.shift === 1 && this.masked[0]) {
       // The previous block's last row is final: its greedy guess is the first token (an autoregressive step).
       this.history.push(guesses);
@@ -339,26 +325,12 @@ export class Sequence {
     };
     let commits = policy.choose(ctx);
     this.history.push(guesses);
-    this.checkCommits(commits);
+    checkCommits(commits, this.masked, this.banned, policy.name);
     if (commits.length === 0 && guesses.length > 0) {
       const best = mostConfident(guesses)!;
       commits = [{ index: best.index, token: best.token }];
     }
     return commits;
-  }
-
-  /** A policy may only commit masked positions, each once, to a token the model may emit. */
-  private checkCommits(commits: readonly Commit[]): void {
-    const seen = new Set<number>();
-    for (const { index, token } of commits) {
-      if (!Number.isInteger(index) || index < 0 || index >= this.block.length || !this.masked[index] || seen.has(index)) {
-        throw new Error(`unmasking policy ${this.params.policy.name} chose position ${index}, which is not a masked position`);
-      }
-      if (!Number.isInteger(token) || token < 0 || token >= this.model.vocabSize || this.banned[token] !== 0) {
-        throw new Error(`unmasking policy ${this.params.policy.name} chose token ${token}, which the model may not emit`);
-      }
-      seen.add(index);
-    }
   }
 
   private openBlock(fixed: readonly number[]): void {
@@ -459,16 +431,7 @@ export class Sequence {
   private finishAtStop(limit: number): Finished {
     this.done = true;
     const all = this.reply(limit);
-    const match = this.params.stops.find(this.params.decode(all))!;
-    const text = this.params.decode(all).slice(0, match.start);
-    // The fewest tokens whose text covers what is returned.
-    let lo = 0;
-    let hi = limit;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (withoutIncompleteTail(this.params.decode(all.slice(0, mid))).length >= match.start) hi = mid;
-      else lo = mid + 1;
-    }
+    const { text, count: lo } = cutAtStop(all, this.params.decode, this.params.stops);
     return {
       reason: "stop",
       completionTokens: lo,

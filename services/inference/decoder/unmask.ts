@@ -1,5 +1,5 @@
-import type { Readout } from "./forward.js";
-import type { Guess, TokenProbability } from "./policies/policy.js";
+import type { ForwardOutputs, Readout } from "./forward.js";
+import type { Commit, Guess, TokenProbability } from "./policies/policy.js";
 
 export type { Guess } from "./policies/policy.js";
 
@@ -58,4 +58,49 @@ export function guessWithTop(logits: Float32Array, offset: number, vocab: number
   }
   for (const t of top) t.probability = Math.exp(t.probability - max) * guess.confidence;
   return { ...guess, top };
+}
+
+/** The tokens a reply never holds: the mask token, and the pad token unless it is a stop token. */
+export function bannedTokenIds(model: { maskTokenId: number; padTokenId: number; stopTokenIds?: readonly number[] | undefined }): number[] {
+  return (model.stopTokenIds ?? []).includes(model.padTokenId) ? [model.maskTokenId] : [model.maskTokenId, model.padTokenId];
+}
+
+/**
+ * The guesses at a block's masked positions from a forward's output: position j's prediction
+ * is at slot `offset + j` (the caller subtracts a logits shift), read from the greedy readout
+ * when it suffices, else from the logits.
+ */
+export function maskedGuesses(
+  out: ForwardOutputs,
+  offset: number,
+  masked: readonly boolean[],
+  vocab: number,
+  banned: Uint8Array,
+  topK: number,
+): Guess[] {
+  const readout = topK > 1 ? undefined : out.readout;
+  const logits = out.logits;
+  const guesses: Guess[] = [];
+  for (let j = 0; j < masked.length; j++) {
+    if (!masked[j]) continue;
+    if (readout !== undefined) guesses.push(readoutGuess(readout, offset + j, j));
+    else if (logits === undefined) throw new Error("the forward returned neither the readout nor the logits");
+    else if (topK > 1) guesses.push(guessWithTop(logits, (offset + j) * vocab, vocab, banned, j, topK));
+    else guesses.push(guessAt(logits, (offset + j) * vocab, vocab, banned, j));
+  }
+  return guesses;
+}
+
+/** A policy may only commit masked positions, each once, to a token the model may emit. */
+export function checkCommits(commits: readonly Commit[], masked: readonly boolean[], banned: Uint8Array, policy: string): void {
+  const seen = new Set<number>();
+  for (const { index, token } of commits) {
+    if (!Number.isInteger(index) || index < 0 || index >= masked.length || !masked[index] || seen.has(index)) {
+      throw new Error(`unmasking policy ${policy} chose position ${index}, which is not a masked position`);
+    }
+    if (!Number.isInteger(token) || token < 0 || token >= banned.length || banned[token] !== 0) {
+      throw new Error(`unmasking policy ${policy} chose token ${token}, which the model may not emit`);
+    }
+    seen.add(index);
+  }
 }
