@@ -1,4 +1,4 @@
-import { ApiError, apiErrorFrom, networkError } from "./api-error.js";
+import { apiErrorFrom, networkError } from "./api-error.js";
 import type { KeyStore } from "./key-store.js";
 
 /** Calls of the page to its own server (same origin, relative paths), with the key. */
@@ -35,5 +35,3 @@ export class Api {
     return { body, requestId: res.headers.get("x-service-request-id") ?? "" };
   }
 }
-
-export { ApiError };
