@@ -234,6 +234,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
       });
       const handler = createGatewayHandler({
         routes: createRoutes({
+          maxDecisionWorkTokens: config.maxDecisionWorkTokens,
           registry: registry!,
           decision: decision!,
           inferenceFor: inferenceFor!,

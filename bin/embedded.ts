@@ -180,6 +180,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
     const gate = createGate({ accounting: accountingClient, logger });
     const handler = createGatewayHandler({
       routes: createRoutes({
+        maxDecisionWorkTokens: config.maxDecisionWorkTokens,
         registry: registryClient,
         decision: decisionClient,
         inferenceFor,

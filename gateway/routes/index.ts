@@ -19,6 +19,8 @@ export interface RouteTableDeps {
   readiness: readonly ReadinessCheck[];
   /** See ChatRouteDeps. */
   streamStallTimeoutMs?: number;
+  /** See SystemoneRouteDeps. */
+  maxDecisionWorkTokens?: number;
   /** Serve the playground page at `/` (TESSERA_PLAYGROUND; default on). */
   playground?: boolean;
 }

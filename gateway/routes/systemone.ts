@@ -7,24 +7,49 @@ import type { Route } from "../route.js";
 
 export interface SystemoneRouteDeps {
   decision: Pick<Client<typeof DecisionService>, "decide">;
+  /** The inference workers' cap on a decision's work (TESSERA_MAX_DECISION_WORK_TOKENS): input tokens never pass it by more than a block. */
+  maxDecisionWorkTokens?: number;
+}
+
+/** Template text a question adds to what the model reads, at most (the bundled templates add about 120 bytes). */
+const TEMPLATE_BYTES_PER_QUESTION = 512;
+
+/**
+ * An upper bound of a decision's input tokens, known before anything is rendered: a token is
+ * at least one byte, the body's bytes hold every text the model reads (counted twice, as a
+ * state object may be rendered with indentation), plus the templates' text per question; and
+ * no more than the inference workers' work cap allows.
+ */
+export function decisionHold(bodyBytes: number, questions: number, maxWork?: number): number {
+  const byBytes = 2 * bodyBytes + TEMPLATE_BYTES_PER_QUESTION * (questions + 1);
+  return maxWork === undefined ? byBytes : Math.min(byBytes, maxWork + 64);
 }
 
 /**
- * POST /v1/systemone: typed decisions. The key is admitted before the body is checked, so
- * invalid requests count against the per-minute limit like any other; the decision quota
- * must have tokens left and is charged the exact input tokens afterwards.
+ * POST /v1/systemone: typed decisions. The key is admitted once the body is valid, holding an
+ * upper bound of the input tokens of its decision quota (429 insufficient_quota when that does
+ * not fit), and charged the exact input tokens afterwards.
  */
-export function systemoneRoute({ decision }: SystemoneRouteDeps): Route {
+export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRouteDeps): Route {
   return {
     method: "POST",
     path: "/v1/systemone",
     errorStyle: "detail",
-    charge: { kind: UsageKind.DECISION, hold: 0 },
+    charge: { kind: UsageKind.DECISION, hold: "handler" },
     body: "json",
     async handle(ctx) {
       const parsed = parseDecisionRequest(ctx.body, ctx.requestId);
-      if (!parsed.ok) throw HttpError.invalid(parsed.violations);
+      if (!parsed.ok) {
+        // An invalid body still counts against the per-minute limit.
+        await ctx.admit(UsageKind.UNSPECIFIED, 0);
+        throw HttpError.invalid(parsed.violations);
+      }
       ctx.log.model = parsed.request.model;
+      // Reserve an upper bound of the input tokens, so that parallel requests cannot overdraw
+      // the quota; the exact count is charged when the answer is known.
+      const declared = Number(ctx.req.headers["content-length"]);
+      const bodyBytes = Number.isFinite(declared) && declared > 0 ? declared : Buffer.byteLength(JSON.stringify(ctx.body));
+      await ctx.admit(UsageKind.DECISION, decisionHold(bodyBytes, Object.keys(parsed.request.questions).length, maxDecisionWorkTokens));
       let response: DecideResponse;
       try {
         response = await decision.decide(parsed.request, { signal: ctx.signal });

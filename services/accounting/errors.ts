@@ -15,8 +15,12 @@ export function rateLimited(limit: number, retryAfterSeconds: number): ConnectEr
   );
 }
 
-export function quotaExceeded(kind: UsageKind, kindName: string, quota: number, available: number): ConnectError {
-  return new ConnectError(`The ${kindName} quota is used up: ${available} of ${quota} tokens left.`, Code.ResourceExhausted, undefined, [
+export function quotaExceeded(kind: UsageKind, kindName: string, quota: number, available: number, hold = 0): ConnectError {
+  const message =
+    available > 0 && hold > available
+      ? `This request must hold ${hold} tokens of the ${kindName} quota until it is charged, and only ${available} of ${quota} are left.`
+      : `The ${kindName} quota is used up: ${available} of ${quota} tokens left.`;
+  return new ConnectError(message, Code.ResourceExhausted, undefined, [
     { desc: QuotaExceededSchema, value: { kind, quotaTokens: BigInt(quota), availableTokens: BigInt(available) } },
   ]);
 }

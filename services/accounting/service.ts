@@ -158,7 +158,7 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       reservationTtlMs,
     });
     return guardStore(reservation).then((outcome) => {
-      if (!outcome.ok) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, outcome.available);
+      if (!outcome.ok) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, outcome.available, reserve);
       return answer;
     });
   }
