@@ -78,7 +78,10 @@ export function governConnections(server: Server, limits: ConnectionLimits, even
     }
     const tracked: Tracked = { socket, address, inFlight: 0 };
     open.set(socket, tracked);
-    if (mine === undefined) byAddress.set(address, (mine = new Set()));
+    if (mine === undefined) {
+      mine = new Set();
+      byAddress.set(address, mine);
+    }
     mine.add(tracked);
     socket.once("close", () => forget(tracked));
     if (limits.firstByteTimeoutMs > 0) {
