@@ -28,7 +28,8 @@ beforeAll(async () => {
   server = await spawnTessera({
     models: "none",
     fakeWorker: { slots: 4, queue: 64 },
-    env: { TESSERA_DEFAULT_RPM: "1000000000", TESSERA_LOG_LEVEL: "warn" },
+    // The playground's routes are tested in test/gateway/playground.test.ts; here `/` is one of the unknown paths.
+    env: { TESSERA_DEFAULT_RPM: "1000000000", TESSERA_LOG_LEVEL: "warn", TESSERA_PLAYGROUND: "off" },
   });
   client = keepAliveClient(server.url);
   port = Number(new URL(server.url).port);
