@@ -20,7 +20,7 @@ import { parseDecisionRequest } from "../gateway/mappers/decision.js";
 import { silentLogger } from "../lib/logger.js";
 import { choiceFromLogits, noulFromLogits, scoreFromLogits } from "../services/decision/probabilities.js";
 import { decisionRoutes } from "../services/decision/server.js";
-import { DEFAULT_CATALOG, fakeRegistry } from "../services/decision/test-doubles.js";
+import { DEFAULT_CATALOG, fakeRegistry } from "../test/helpers/decision-doubles.js";
 import { loadModelPool, type ModelPool } from "../services/inference/model-pool.js";
 import { lastWorkerRun } from "../services/inference/onnx-worker-session.js";
 import { createInferenceService } from "../services/inference/service.js";

@@ -15,7 +15,7 @@ import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { createModelEngine, type ModelEngine } from "../services/inference/engine.js";
 import { loadModelDir, type ModelDir } from "../services/inference/model-dir.js";
 import { openSession } from "../services/inference/onnx-session.js";
-import { TINY_MODEL_DIR, recordingRunner, type RecordedForward } from "../services/inference/test-support.js";
+import { TINY_MODEL_DIR, recordingRunner, type RecordedForward } from "../test/helpers/inference-engine.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BUNDLED_DIR = path.join(ROOT, "models", "tessera-bd-small");

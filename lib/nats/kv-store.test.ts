@@ -1,5 +1,5 @@
 import { useNats } from "../../test/nats/nats-server.js";
-import { runStoreContract } from "../store/contract.js";
+import { runStoreContract } from "../../test/helpers/store-contract.js";
 import { createNatsStore } from "./kv-store.js";
 
 const nats = useNats({ usageStream: false });

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { casUpdate } from "./cas.js";
-import { runStoreContract } from "./contract.js";
+import { runStoreContract } from "../../test/helpers/store-contract.js";
 import { openLmdbStore } from "./lmdb.js";
 
 const dirs: string[] = [];

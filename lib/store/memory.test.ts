@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { runStoreContract } from "./contract.js";
+import { runStoreContract } from "../../test/helpers/store-contract.js";
 import { copyJson, createMemoryStore, updatesNow } from "./memory.js";
 import type { KvBucket } from "./types.js";
 

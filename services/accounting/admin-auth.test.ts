@@ -5,7 +5,7 @@ import { createMemoryStore, type Store } from "../../lib/store/index.js";
 import { bearerInterceptor } from "../../lib/remote/clients.js";
 import { accountingAuthInterceptor, ADMIN_METHODS, INTERNAL_METHODS, type AccountingAuthOptions } from "./admin-auth.js";
 import { accountingRoutes } from "./server.js";
-import { silentLogger } from "./testing.js";
+import { silentLogger } from "../../test/helpers/accounting-harness.js";
 
 const ADMIN = "admin-token-0123456789abcdef";
 const INTERNAL = "internal-token-0123456789abcdef";

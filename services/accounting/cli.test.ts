@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AccountStatus } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { runKeysCommand } from "./cli.js";
-import { startHarness, type Harness } from "./testing.js";
+import { startHarness, type Harness } from "../../test/helpers/accounting-harness.js";
 
 let h: Harness;
 beforeEach(async () => {

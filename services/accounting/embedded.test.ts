@@ -5,7 +5,7 @@ import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { afterAll, describe, expect, it } from "vitest";
 import { AccountingService, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { openEmbeddedAccounting } from "./embedded.js";
-import { silentLogger } from "./testing.js";
+import { silentLogger } from "../../test/helpers/accounting-harness.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "tessera-embedded-"));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));

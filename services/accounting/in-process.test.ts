@@ -6,7 +6,7 @@ import { AccountingService, QuotaExceededSchema, RateLimitedSchema, UsageKind } 
 import { createInProcessTransport } from "../../lib/in-process-transport.js";
 import { createMemoryStore } from "../../lib/store/index.js";
 import { createAccountingService } from "./service.js";
-import { failure, silentLogger } from "./testing.js";
+import { failure, silentLogger } from "../../test/helpers/accounting-harness.js";
 
 describe("accounting over the in-process transport", () => {
   it("returns messages and the same errors, with details, as a remote client gets", async () => {

@@ -3,7 +3,7 @@ import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AccountingService, AccountStatus } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { accountingRoutes } from "./server.js";
-import { failure, silentLogger, startHarness, type Harness } from "./testing.js";
+import { failure, silentLogger, startHarness, type Harness } from "../../test/helpers/accounting-harness.js";
 
 let h: Harness;
 beforeEach(async () => {

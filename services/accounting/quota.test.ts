@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { QuotaExceededSchema, RateLimitedSchema, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { failure, startHarness, T0, type Harness } from "./testing.js";
+import { failure, startHarness, T0, type Harness } from "../../test/helpers/accounting-harness.js";
 
 let h: Harness;
 beforeEach(async () => {

@@ -4,7 +4,7 @@ import { RateLimitedSchema } from "../../gen/tessera/accounting/v1/accounting_pb
 import { createMemoryBucket, createMemoryStore, type KvBucket } from "../../lib/store/index.js";
 import { takeRequest, takeRequestNow } from "./rate-limit.js";
 import type { RateWindow } from "./records.js";
-import { failure, startHarness, T0, type Harness } from "./testing.js";
+import { failure, startHarness, T0, type Harness } from "../../test/helpers/accounting-harness.js";
 
 describe("takeRequest (fixed one-minute windows)", () => {
   const bucket = () => createMemoryStore().bucket<RateWindow>("rates");

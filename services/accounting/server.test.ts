@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AccountingService, RateLimitedSchema } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { createMemoryStore } from "../../lib/store/index.js";
 import { accountingRoutes } from "./server.js";
-import { silentLogger } from "./testing.js";
+import { silentLogger } from "../../test/helpers/accounting-harness.js";
 
 const deps = () => ({ store: createMemoryStore(), logger: silentLogger, defaultRequestsPerMinute: 2 });
 const closers: Array<() => Promise<void>> = [];

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { AccountingService, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { createMemoryStore, type KvBucket, type Store } from "../../lib/store/index.js";
 import { accountingRoutes } from "./server.js";
-import { failure, silentLogger } from "./testing.js";
+import { failure, silentLogger } from "../../test/helpers/accounting-harness.js";
 
 /** A memory store whose writes to the named buckets fail while `failing` holds their names. */
 function flakyStore(failing: Set<string>): Store {

@@ -17,7 +17,7 @@ import { parseDecisionRequest } from "../../gateway/mappers/decision.js";
 import { silentLogger } from "../../lib/logger.js";
 import { softmax } from "./probabilities.js";
 import { decisionRoutes } from "./server.js";
-import { fakeInference, fakeRegistry, type FakeInference } from "./test-doubles.js";
+import { fakeInference, fakeRegistry, type FakeInference } from "../../test/helpers/decision-doubles.js";
 
 const decisionJson: JsonObject = JSON.parse(readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"));
 

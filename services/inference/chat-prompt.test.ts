@@ -17,7 +17,7 @@ import {
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { buildChatPrompt, withForcedTool, type ChatTemplateVariables } from "./chat-prompt.js";
 import type { ModelCapabilities } from "./model-config.js";
-import { TINY_MODEL_DIR } from "./test-support.js";
+import { TINY_MODEL_DIR } from "../../test/helpers/inference-engine.js";
 import { toConnectError } from "./connect-errors.js";
 
 const template = new Template(JSON.parse(readFileSync(path.join(TINY_MODEL_DIR, "tokenizer_config.json"), "utf8")).chat_template as string);

@@ -16,7 +16,7 @@ import { StopMatcher } from "./decoder/reply-text.js";
 import { Sequence, type DecodeModel } from "./decoder/sequence.js";
 import { loadModelPool, type ModelPool } from "./model-pool.js";
 import { inferenceRoutes } from "./server.js";
-import { TINY_MODEL_DIR, recordingRunner, type RecordedForward } from "./test-support.js";
+import { TINY_MODEL_DIR, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
 
 const V = 16;
 const BLOCK = 8;

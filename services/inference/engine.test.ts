@@ -7,7 +7,7 @@ import type { Finished } from "./decoder/sequence.js";
 import { createModelEngine, type ModelEngine } from "./engine.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import type { GenerationEvent } from "./scheduler.js";
-import { TINY_MODEL_DIR, recordingRunner, referenceGenerate, type RecordedForward } from "./test-support.js";
+import { TINY_MODEL_DIR, recordingRunner, referenceGenerate, type RecordedForward } from "../../test/helpers/inference-engine.js";
 
 let model: ModelDir;
 const engines: ModelEngine[] = [];

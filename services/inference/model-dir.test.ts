@@ -11,7 +11,7 @@ import { bannedTokens, guessAt } from "./decoder/unmask.js";
 import { parseModelConfig } from "./model-config.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { defaultOpset, usesExternalData, withReadout } from "./onnx-readout.js";
-import { TINY_MODEL_DIR, fullForward } from "./test-support.js";
+import { TINY_MODEL_DIR, fullForward } from "../../test/helpers/inference-engine.js";
 import { createOrtRunner } from "./decoder/forward.js";
 import { kvShapeOf } from "./engine.js";
 

@@ -13,7 +13,7 @@ import { kvShapeOf } from "./engine.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { HEAD_SWITCH, withSkippableHead } from "./onnx-head.js";
 import { withReadout } from "./onnx-readout.js";
-import { TINY_MODEL_DIR } from "./test-support.js";
+import { TINY_MODEL_DIR } from "../../test/helpers/inference-engine.js";
 
 const MODEL_FILE = path.join(TINY_MODEL_DIR, "model.onnx");
 const LAYERS = 2;

@@ -3,7 +3,7 @@ import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openSession, ortWorkerDefault } from "./onnx-session.js";
 import { handOver, isWorkerSession, lastWorkerRun, repeatedRowFeed } from "./onnx-worker-session.js";
-import { TINY_MODEL_DIR } from "./test-support.js";
+import { TINY_MODEL_DIR } from "../../test/helpers/inference-engine.js";
 
 const MODEL = path.join(TINY_MODEL_DIR, "model.onnx");
 const LAYERS = 2;

@@ -11,7 +11,7 @@ import { StopMatcher } from "./decoder/reply-text.js";
 import { createModelEngine, type ModelEngine } from "./engine.js";
 import { engineMetrics } from "./metrics.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
-import { recordingRunner, referenceGenerate, TINY_MODEL_DIR, type RecordedForward } from "./test-support.js";
+import { recordingRunner, referenceGenerate, TINY_MODEL_DIR, type RecordedForward } from "../../test/helpers/inference-engine.js";
 
 let model: ModelDir;
 let engine: ModelEngine;

@@ -8,7 +8,7 @@ import { selectPolicy } from "./decoder/policies/select.js";
 import { createModelEngine } from "./engine.js";
 import { parseModelConfig } from "./model-config.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
-import { TINY_MODEL_DIR } from "./test-support.js";
+import { TINY_MODEL_DIR } from "../../test/helpers/inference-engine.js";
 
 describe("selectPolicy", () => {
   const model = { policy: "fill(0.6)+threshold(0.9)", threshold: 0.8, subBlockSize: 8 };

@@ -23,7 +23,7 @@ import type { ModelEngine } from "./engine.js";
 import { loadModelPool, type ModelPool } from "./model-pool.js";
 import { chooseRequiredTool, forcedCallSplit, longestForcedPrompt, pickHighest } from "./required-tool.js";
 import { inferenceRoutes } from "./server.js";
-import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "./test-support.js";
+import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
 import { toConnectError } from "./connect-errors.js";
 
 const logger = silentLogger();

@@ -11,7 +11,7 @@ import { createModelEngine, type ModelEngine } from "./engine.js";
 import { engineMetrics } from "./metrics.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import type { GenerationEvent } from "./scheduler.js";
-import { TINY_MODEL_DIR, inputHasToken, recordingRunner, type RecordedForward } from "./test-support.js";
+import { TINY_MODEL_DIR, inputHasToken, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
 import { toConnectError } from "./connect-errors.js";
 
 let model: ModelDir;

@@ -11,7 +11,7 @@ import { loadModelDir } from "./model-dir.js";
 import { loadModelPool, type ModelPool } from "./model-pool.js";
 import { tokenizeScorePrompts } from "./score-tokens.js";
 import { scoreSuffixes } from "./score.js";
-import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "./test-support.js";
+import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
 import type { TextTokenizer } from "./tokenizer.js";
 
 const BUNDLED_MODEL_DIR = path.resolve(TINY_MODEL_DIR, "../../../models/tessera-bd-small");

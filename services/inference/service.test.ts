@@ -21,7 +21,7 @@ import { silentLogger } from "../../lib/logger.js";
 import type { ForwardOutputs } from "./decoder/forward.js";
 import { loadModelPool, type ModelPool } from "./model-pool.js";
 import { inferenceRoutes } from "./server.js";
-import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "./test-support.js";
+import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
 
 type MessageInit = MessageInitShape<typeof ChatMessageSchema>;
 

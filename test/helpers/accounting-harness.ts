@@ -7,10 +7,10 @@ import { ConnectError, createClient, createRouterTransport, type Client } from "
 import { AccountingService } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { silentLogger as newSilentLogger } from "../../lib/logger.js";
 import { createMemoryBucket, createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
-import { localRateLimiter, RATE_BUCKET, type RateLimiter, sharedRateLimiter } from "./rate-limit.js";
-import type { RateWindow } from "./records.js";
-import { accountingRoutes } from "./server.js";
-import type { AccountingDeps } from "./service.js";
+import { localRateLimiter, RATE_BUCKET, type RateLimiter, sharedRateLimiter } from "../../services/accounting/rate-limit.js";
+import type { RateWindow } from "../../services/accounting/records.js";
+import { accountingRoutes } from "../../services/accounting/server.js";
+import type { AccountingDeps } from "../../services/accounting/service.js";
 
 export const silentLogger = newSilentLogger();
 

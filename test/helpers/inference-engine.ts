@@ -5,12 +5,12 @@
  */
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ForwardFetch, ForwardInputs, ForwardOutputs, ForwardRunner, LayerKV } from "./decoder/forward.js";
-import { type Commit, mostConfident, type UnmaskPolicy } from "./decoder/policies/policy.js";
-import { bannedTokens, guessAt, guessWithTop, readoutGuess, type Guess } from "./decoder/unmask.js";
-import type { ModelDir } from "./model-dir.js";
+import type { ForwardFetch, ForwardInputs, ForwardOutputs, ForwardRunner, LayerKV } from "../../services/inference/decoder/forward.js";
+import { type Commit, mostConfident, type UnmaskPolicy } from "../../services/inference/decoder/policies/policy.js";
+import { bannedTokens, guessAt, guessWithTop, readoutGuess, type Guess } from "../../services/inference/decoder/unmask.js";
+import type { ModelDir } from "../../services/inference/model-dir.js";
 
-export const TINY_MODEL_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../test/fixtures/tiny-model");
+export const TINY_MODEL_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/tiny-model");
 
 export interface RecordedForward {
   batch: number;

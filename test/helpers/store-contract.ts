@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { casUpdate, CasRetriesExhaustedError } from "./cas.js";
-import { InvalidKeyError, RevisionConflictError, type KvBucket, type Store } from "./types.js";
+import { casUpdate, CasRetriesExhaustedError } from "../../lib/store/cas.js";
+import { InvalidKeyError, RevisionConflictError, type KvBucket, type Store } from "../../lib/store/types.js";
 
 export interface StoreContractContext {
   /** The time source the store must use for entry expiry, when it can take one. */
