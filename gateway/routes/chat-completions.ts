@@ -1,57 +1,19 @@
-import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import type { Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import type { GenerateResponse, InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
-import { ModelKind, type RegistryService, type ResolveModelResponse } from "../../gen/tessera/registry/v1/registry_pb.js";
+import type { InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
+import type { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
-import {
-  DEFAULT_MAX_TOKENS,
-  collectCompletion,
-  createCompletionMeta,
-  parseChatRequest,
-  streamCompletion,
-  type StreamErrorBody,
-} from "../mappers/chat.js";
+import { DEFAULT_MAX_TOKENS, collectCompletion, createCompletionMeta, parseChatRequest, streamCompletion } from "../mappers/chat.js";
 import type { Route } from "../route.js";
 import { createSseWriter } from "../sse.js";
+import { inClientTerms, resolveTextModel, shownAs, streamErrorBody } from "./text-generation.js";
 
 export interface ChatRouteDeps {
   registry: Pick<Client<typeof RegistryService>, "resolveModel">;
   inferenceFor: InferenceFor;
   /** A stream whose client reads nothing for this long is dropped and its generation cancelled. Default 30 s. */
   streamStallTimeoutMs?: number;
-}
-
-/**
- * Workers know a model by its serving id; the client asked for a model id. Errors that name
- * the serving id are told in terms of the id the client knows (details kept).
- */
-function inClientTerms(err: unknown, servingId: string, model: string): unknown {
-  if (!(err instanceof ConnectError) || servingId === model || !err.rawMessage.includes(`"${servingId}"`)) return err;
-  const renamed = new ConnectError(err.rawMessage.replaceAll(`"${servingId}"`, `"${model}"`), err.code, err.metadata, undefined, err.cause);
-  renamed.details = err.details;
-  return renamed;
-}
-
-/** The generation events with `started.model` set to the id the client asked for, errors in its terms. */
-async function* shownAs(events: AsyncIterable<GenerateResponse>, servingId: string, model: string, delivered: { text: string }) {
-  try {
-    for await (const event of events) {
-      if (event.event.case === "started") event.event.value.model = model;
-      if (event.event.case === "delta") {
-        const { content, reasoning, toolCalls } = event.event.value;
-        delivered.text += reasoning + content + toolCalls.map((c) => c.name + c.arguments).join("");
-      }
-      yield event;
-    }
-  } catch (err) {
-    throw inClientTerms(err, servingId, model);
-  }
-}
-
-function streamErrorBody(err: unknown): StreamErrorBody {
-  const http = toHttpError(err);
-  return { message: http.message, type: http.type, code: http.options.code ?? null };
 }
 
 /**
@@ -78,22 +40,7 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
       const asked = request.model;
       ctx.log.model = asked;
 
-      let resolved: ResolveModelResponse;
-      try {
-        resolved = await registry.resolveModel({ model: asked, kind: ModelKind.TEXT }, { signal: ctx.signal });
-      } catch (err) {
-        if (err instanceof ConnectError && err.code === Code.NotFound) {
-          throw new HttpError(404, "invalid_request_error", `The model \`${asked}\` does not exist or you do not have access to it.`, {
-            code: "model_not_found",
-            param: "model",
-          });
-        }
-        if (err instanceof ConnectError && err.code === Code.InvalidArgument) {
-          throw new HttpError(400, "invalid_request_error", err.rawMessage, { code: "invalid_value", param: "model" });
-        }
-        throw err;
-      }
-      const { servingId, id: shownModel } = resolved.model!;
+      const { servingId, shownModel } = await resolveTextModel(registry, asked, ctx.signal);
       const inference: Client<typeof InferenceService> = inferenceFor(servingId);
       request.model = servingId;
 
