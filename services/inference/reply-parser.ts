@@ -125,6 +125,25 @@ export function createReplyParser(options: ReplyParserOptions): ReplyParser {
   };
 }
 
+/**
+ * The reply of a raw prompt (legacy completions): the text as the model wrote it, all content,
+ * with no thinking span, tool calls or trimming.
+ */
+export function createRawReplyParser(): ReplyParser {
+  let finished = false;
+  return {
+    push(text: string): ReplyDelta {
+      if (finished) throw new Error("reply parser: push after finish");
+      return { content: text, reasoning: "", toolCalls: [] };
+    },
+    finish() {
+      if (finished) throw new Error("reply parser: finish called twice");
+      finished = true;
+      return { ...emptyDelta(), sawToolCall: false };
+    },
+  };
+}
+
 function emptyDelta(): ReplyDelta {
   return { content: "", reasoning: "", toolCalls: [] };
 }

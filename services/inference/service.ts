@@ -26,7 +26,8 @@ import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
 import type { ModelPool } from "./model-pool.js";
 import { stepEvent } from "./denoise-event.js";
 import { tokenLogprobs } from "./logprob-entries.js";
-import { createReplyParser, type ReplyDelta } from "./reply-parser.js";
+import { checkRawPromptRequest, tokenizedPrompt } from "./raw-prompt.js";
+import { createRawReplyParser, createReplyParser, type ReplyDelta } from "./reply-parser.js";
 import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate } from "./required-tool.js";
 import type { GenerationEvent } from "./scheduler.js";
 import { scoreSuffixes } from "./score.js";
@@ -145,6 +146,23 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     return tokenizer.encode(longestForcedPrompt(tokenizer, built, { model: modelId, render })).length;
   }
 
+  /** A chat request's prompt: rendered, tokenized, its reply parsed as chat, under its grammar if any. */
+  async function chatGeneration(req: GenerateRequest, engine: ModelEngine, signal: AbortSignal) {
+    const input = { messages: req.messages, tools: req.tools, options: req.options };
+    const { prompt, ids, choice } = await generationPrompt(req.model, engine, input, signal);
+    // A schema the grammar cannot take is named before anything else about the request.
+    const grammar = await replyGrammar(engine, prompt, input);
+    return { ids, parser: createReplyParser(prompt.parser), grammar, choice };
+  }
+
+  /** A raw prompt (legacy completions): tokenized as it is, its reply passed on as raw text. */
+  async function rawGeneration(req: GenerateRequest, engine: ModelEngine, raw: string) {
+    checkRawPromptRequest(req, raw);
+    const { maxTokenBytes } = engine.model;
+    refuseIfCannotFit("the prompt", Buffer.byteLength(raw), maxTokenBytes, engine.decode.maxPositions, req.model);
+    return { ids: await engine.model.text.encode(raw), parser: createRawReplyParser(), grammar: undefined, choice: undefined };
+  }
+
   return {
     async *generate(req: GenerateRequest, ctx: HandlerContext): AsyncGenerator<GenerateResponse> {
       const started = performance.now();
@@ -154,10 +172,8 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
       if (stop.length > MAX_STOP_SEQUENCES) throw invalid(`stop: at most ${MAX_STOP_SEQUENCES} sequences`);
       if (stop.some((s) => s.length > MAX_STOP_LENGTH)) throw invalid(`stop: each sequence at most ${MAX_STOP_LENGTH} characters`);
 
-      const input = { messages: req.messages, tools: req.tools, options };
-      const { prompt, ids, choice } = await generationPrompt(req.model, engine, input, ctx.signal);
-      // A schema the grammar cannot take is named before anything else about the request.
-      const grammar = await replyGrammar(engine, prompt, input);
+      const { ids, parser, grammar, choice } =
+        req.rawPrompt === undefined ? await chatGeneration(req, engine, ctx.signal) : await rawGeneration(req, engine, req.rawPrompt);
       const context = engine.decode.maxPositions;
       if (ids.length >= context) {
         grammar?.state.dispose();
@@ -191,10 +207,17 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
       const iterator = events[Symbol.asyncIterator]();
       try {
         yield create(GenerateResponseSchema, {
-          event: { case: "started", value: { model: req.model, promptTokens: ids.length, workerId } },
+          event: {
+            case: "started",
+            value: {
+              model: req.model,
+              promptTokens: ids.length,
+              workerId,
+              tokenizedPrompt: options?.includeTokenizedPrompt === true ? tokenizedPrompt(tokenizer, ids) : [],
+            },
+          },
         });
 
-        const parser = createReplyParser(prompt.parser);
         for (;;) {
           const next = await iterator.next();
           if (next.done === true) return;

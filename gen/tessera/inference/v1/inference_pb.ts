@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file tessera/inference/v1/inference.proto.
  */
 export const file_tessera_inference_v1_inference: GenFile = /*@__PURE__*/
-  fileDesc("CiR0ZXNzZXJhL2luZmVyZW5jZS92MS9pbmZlcmVuY2UucHJvdG8SFHRlc3NlcmEuaW5mZXJlbmNlLnYxIicKCEltYWdlVXJsEgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiWgoLQ29udGVudFBhcnQSDgoEdGV4dBgBIAEoCUgAEjMKCWltYWdlX3VybBgCIAEoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkltYWdlVXJsSABCBgoEcGFydCI3CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSLWAQoLQ2hhdE1lc3NhZ2USKAoEcm9sZRgBIAEoDjIaLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJvbGUSMgoHY29udGVudBgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbnRlbnRQYXJ0EgwKBG5hbWUYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglyZWFzb25pbmcYBiABKAkiYAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJlCgpUb29sQ2hvaWNlEjQKBG1vZGUYASABKA4yJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlTW9kZUgAEhcKDWZ1bmN0aW9uX25hbWUYAiABKAlIAEIICgZjaG9pY2UidgoOUmVzcG9uc2VGb3JtYXQSNgoEdHlwZRgBIAEoDjIoLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJlc3BvbnNlRm9ybWF0VHlwZRIsCgtqc29uX3NjaGVtYRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QihwIKEUdlbmVyYXRpb25PcHRpb25zEhIKCm1heF90b2tlbnMYASABKA0SDAoEc3RvcBgCIAMoCRI9Cg9yZXNwb25zZV9mb3JtYXQYAyABKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5SZXNwb25zZUZvcm1hdBIXCg9lbmFibGVfdGhpbmtpbmcYBCABKAgSNQoLdG9vbF9jaG9pY2UYBSABKAsyIC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlEhkKEWluY2x1ZGVfZGVub2lzaW5nGAYgASgIEhAKCGxvZ3Byb2JzGAcgASgIEhQKDHRvcF9sb2dwcm9icxgIIAEoDSLYAQoPR2VuZXJhdGVSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSMwoIbWVzc2FnZXMYAyADKAsyIS50ZXNzZXJhLmluZmVyZW5jZS52MS5DaGF0TWVzc2FnZRIzCgV0b29scxgEIAMoCzIkLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xEZWZpbml0aW9uEjgKB29wdGlvbnMYBSABKAsyJy50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0aW9uT3B0aW9ucyJPCgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgNEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgNEhQKDHRvdGFsX3Rva2VucxgDIAEoDSJKCg9HZW5lcmF0ZVN0YXJ0ZWQSDQoFbW9kZWwYASABKAkSFQoNcHJvbXB0X3Rva2VucxgCIAEoDRIRCgl3b3JrZXJfaWQYAyABKAkiSwoNVG9vbENhbGxEZWx0YRINCgVpbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCSK3AQoNR2VuZXJhdGVEZWx0YRIPCgdjb250ZW50GAEgASgJEhEKCXJlYXNvbmluZxgCIAEoCRI3Cgp0b29sX2NhbGxzGAMgAygLMiMudGVzc2VyYS5pbmZlcmVuY2UudjEuVG9vbENhbGxEZWx0YRITCgtibG9ja19pbmRleBgEIAEoDRI0Cghsb2dwcm9icxgFIAMoCzIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRva2VuTG9ncHJvYiI7CgpUb3BMb2dwcm9iEg0KBXRva2VuGAEgASgJEg8KB2xvZ3Byb2IYAiABKAESDQoFYnl0ZXMYAyABKAwigwEKDFRva2VuTG9ncHJvYhINCgV0b2tlbhgBIAEoCRIPCgdsb2dwcm9iGAIgASgBEg0KBWJ5dGVzGAMgASgMEjYKDHRvcF9sb2dwcm9icxgEIAMoCzIgLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvcExvZ3Byb2ISDAoEc3RlcBgFIAEoDSKRAQoQR2VuZXJhdGVGaW5pc2hlZBI5Cg1maW5pc2hfcmVhc29uGAEgASgOMiIudGVzc2VyYS5pbmZlcmVuY2UudjEuRmluaXNoUmVhc29uEioKBXVzYWdlGAIgASgLMhsudGVzc2VyYS5pbmZlcmVuY2UudjEuVXNhZ2USFgoOZm9yd2FyZF9wYXNzZXMYAyABKA0iUgoOQ29tbWl0dGVkVG9rZW4SEAoIcG9zaXRpb24YASABKA0SEAoIdG9rZW5faWQYAiABKA0SDAoEdGV4dBgDIAEoCRIOCgZmb3JjZWQYBCABKAgiowEKDEdlbmVyYXRlU3RlcBITCgtibG9ja19pbmRleBgBIAEoDRIMCgRzdGVwGAIgASgNEhIKCmJsb2NrX3NpemUYAyABKA0SEwoLcmVwbHlfc3RhcnQYBCABKA0SNwoJY29tbWl0dGVkGAUgAygLMiQudGVzc2VyYS5pbmZlcmVuY2UudjEuQ29tbWl0dGVkVG9rZW4SDgoGbWFza2VkGAYgASgNIvsBChBHZW5lcmF0ZVJlc3BvbnNlEjgKB3N0YXJ0ZWQYASABKAsyJS50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZVN0YXJ0ZWRIABI0CgVkZWx0YRgCIAEoCzIjLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlRGVsdGFIABI6CghmaW5pc2hlZBgDIAEoCzImLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlRmluaXNoZWRIABIyCgRzdGVwGAQgASgLMiIudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVTdGVwSABCBwoFZXZlbnQiKwoLU2NvcmVTdWZmaXgSDAoEdGV4dBgBIAEoCRIOCgZsYWJlbHMYAiADKAkidgoMU2NvcmVSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSDgoGcHJlZml4GAMgASgJEjMKCHN1ZmZpeGVzGAQgAygLMiEudGVzc2VyYS5pbmZlcmVuY2UudjEuU2NvcmVTdWZmaXgiNQoMU3VmZml4U2NvcmVzEg4KBmxvZ2l0cxgBIAMoARIVCg1zdWZmaXhfdG9rZW5zGAIgASgNInEKDVNjb3JlUmVzcG9uc2USMwoHcmVzdWx0cxgBIAMoCzIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlN1ZmZpeFNjb3JlcxIVCg1wcmVmaXhfdG9rZW5zGAIgASgNEhQKDGlucHV0X3Rva2VucxgDIAEoDSLVAQoSQ291bnRUb2tlbnNSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEjMKCG1lc3NhZ2VzGAIgAygLMiEudGVzc2VyYS5pbmZlcmVuY2UudjEuQ2hhdE1lc3NhZ2USMwoFdG9vbHMYAyADKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sRGVmaW5pdGlvbhI4CgdvcHRpb25zGAQgASgLMicudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGlvbk9wdGlvbnMSDAoEdGV4dBgFIAEoCSIlChNDb3VudFRva2Vuc1Jlc3BvbnNlEg4KBnRva2VucxgBIAEoDSIkChNHZXRNb2RlbEluZm9SZXF1ZXN0Eg0KBW1vZGVsGAEgASgJIvABChRHZXRNb2RlbEluZm9SZXNwb25zZRINCgVtb2RlbBgBIAEoCRIVCg1tYXhfcG9zaXRpb25zGAIgASgNEhIKCmJsb2NrX3NpemUYAyABKA0SFwoPc3VwcG9ydHNfaW1hZ2VzGAQgASgIEhYKDnN1cHBvcnRzX3Rvb2xzGAUgASgIEhkKEXN1cHBvcnRzX3RoaW5raW5nGAYgASgIEikKCGRlY2lzaW9uGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtzbG90c190b3RhbBgIIAEoDRISCgpzbG90c19mcmVlGAkgASgNIikKCk92ZXJsb2FkZWQSGwoTcmV0cnlfYWZ0ZXJfc2Vjb25kcxgBIAEoDSpfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIPCgtST0xFX1NZU1RFTRABEg0KCVJPTEVfVVNFUhACEhIKDlJPTEVfQVNTSVNUQU5UEAMSDQoJUk9MRV9UT09MEAQqhwEKDlRvb2xDaG9pY2VNb2RlEiAKHFRPT0xfQ0hPSUNFX01PREVfVU5TUEVDSUZJRUQQABIZChVUT09MX0NIT0lDRV9NT0RFX0FVVE8QARIZChVUT09MX0NIT0lDRV9NT0RFX05PTkUQAhIdChlUT09MX0NIT0lDRV9NT0RFX1JFUVVJUkVEEAMqpQEKElJlc3BvbnNlRm9ybWF0VHlwZRIkCiBSRVNQT05TRV9GT1JNQVRfVFlQRV9VTlNQRUNJRklFRBAAEh0KGVJFU1BPTlNFX0ZPUk1BVF9UWVBFX1RFWFQQARIkCiBSRVNQT05TRV9GT1JNQVRfVFlQRV9KU09OX09CSkVDVBACEiQKIFJFU1BPTlNFX0ZPUk1BVF9UWVBFX0pTT05fU0NIRU1BEAMqfQoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhwKGEZJTklTSF9SRUFTT05fVE9PTF9DQUxMUxADMowDChBJbmZlcmVuY2VTZXJ2aWNlElsKCEdlbmVyYXRlEiUudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVSZXF1ZXN0GiYudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVSZXNwb25zZTABElAKBVNjb3JlEiIudGVzc2VyYS5pbmZlcmVuY2UudjEuU2NvcmVSZXF1ZXN0GiMudGVzc2VyYS5pbmZlcmVuY2UudjEuU2NvcmVSZXNwb25zZRJiCgtDb3VudFRva2VucxIoLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvdW50VG9rZW5zUmVxdWVzdBopLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvdW50VG9rZW5zUmVzcG9uc2USZQoMR2V0TW9kZWxJbmZvEikudGVzc2VyYS5pbmZlcmVuY2UudjEuR2V0TW9kZWxJbmZvUmVxdWVzdBoqLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdldE1vZGVsSW5mb1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("CiR0ZXNzZXJhL2luZmVyZW5jZS92MS9pbmZlcmVuY2UucHJvdG8SFHRlc3NlcmEuaW5mZXJlbmNlLnYxIicKCEltYWdlVXJsEgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiWgoLQ29udGVudFBhcnQSDgoEdGV4dBgBIAEoCUgAEjMKCWltYWdlX3VybBgCIAEoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkltYWdlVXJsSABCBgoEcGFydCI3CghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSLWAQoLQ2hhdE1lc3NhZ2USKAoEcm9sZRgBIAEoDjIaLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJvbGUSMgoHY29udGVudBgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbnRlbnRQYXJ0EgwKBG5hbWUYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIRCglyZWFzb25pbmcYBiABKAkiYAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJlCgpUb29sQ2hvaWNlEjQKBG1vZGUYASABKA4yJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlTW9kZUgAEhcKDWZ1bmN0aW9uX25hbWUYAiABKAlIAEIICgZjaG9pY2UidgoOUmVzcG9uc2VGb3JtYXQSNgoEdHlwZRgBIAEoDjIoLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlJlc3BvbnNlRm9ybWF0VHlwZRIsCgtqc29uX3NjaGVtYRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiqQIKEUdlbmVyYXRpb25PcHRpb25zEhIKCm1heF90b2tlbnMYASABKA0SDAoEc3RvcBgCIAMoCRI9Cg9yZXNwb25zZV9mb3JtYXQYAyABKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5SZXNwb25zZUZvcm1hdBIXCg9lbmFibGVfdGhpbmtpbmcYBCABKAgSNQoLdG9vbF9jaG9pY2UYBSABKAsyIC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sQ2hvaWNlEhkKEWluY2x1ZGVfZGVub2lzaW5nGAYgASgIEhAKCGxvZ3Byb2JzGAcgASgIEhQKDHRvcF9sb2dwcm9icxgIIAEoDRIgChhpbmNsdWRlX3Rva2VuaXplZF9wcm9tcHQYCSABKAgigAIKD0dlbmVyYXRlUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEjMKCG1lc3NhZ2VzGAMgAygLMiEudGVzc2VyYS5pbmZlcmVuY2UudjEuQ2hhdE1lc3NhZ2USMwoFdG9vbHMYBCADKAsyJC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub29sRGVmaW5pdGlvbhI4CgdvcHRpb25zGAUgASgLMicudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGlvbk9wdGlvbnMSFwoKcmF3X3Byb21wdBgGIAEoCUgAiAEBQg0KC19yYXdfcHJvbXB0Ik8KBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SGQoRY29tcGxldGlvbl90b2tlbnMYAiABKA0SFAoMdG90YWxfdG9rZW5zGAMgASgNIocBCg9HZW5lcmF0ZVN0YXJ0ZWQSDQoFbW9kZWwYASABKAkSFQoNcHJvbXB0X3Rva2VucxgCIAEoDRIRCgl3b3JrZXJfaWQYAyABKAkSOwoQdG9rZW5pemVkX3Byb21wdBgEIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlByb21wdFRva2VuIisKC1Byb21wdFRva2VuEg0KBXRva2VuGAEgASgJEg0KBWJ5dGVzGAIgASgMIksKDVRvb2xDYWxsRGVsdGESDQoFaW5kZXgYASABKA0SCgoCaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglhcmd1bWVudHMYBCABKAkitwEKDUdlbmVyYXRlRGVsdGESDwoHY29udGVudBgBIAEoCRIRCglyZWFzb25pbmcYAiABKAkSNwoKdG9vbF9jYWxscxgDIAMoCzIjLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlRvb2xDYWxsRGVsdGESEwoLYmxvY2tfaW5kZXgYBCABKA0SNAoIbG9ncHJvYnMYBSADKAsyIi50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub2tlbkxvZ3Byb2IiOwoKVG9wTG9ncHJvYhINCgV0b2tlbhgBIAEoCRIPCgdsb2dwcm9iGAIgASgBEg0KBWJ5dGVzGAMgASgMIoMBCgxUb2tlbkxvZ3Byb2ISDQoFdG9rZW4YASABKAkSDwoHbG9ncHJvYhgCIAEoARINCgVieXRlcxgDIAEoDBI2Cgx0b3BfbG9ncHJvYnMYBCADKAsyIC50ZXNzZXJhLmluZmVyZW5jZS52MS5Ub3BMb2dwcm9iEgwKBHN0ZXAYBSABKA0ikQEKEEdlbmVyYXRlRmluaXNoZWQSOQoNZmluaXNoX3JlYXNvbhgBIAEoDjIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkZpbmlzaFJlYXNvbhIqCgV1c2FnZRgCIAEoCzIbLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlVzYWdlEhYKDmZvcndhcmRfcGFzc2VzGAMgASgNIlIKDkNvbW1pdHRlZFRva2VuEhAKCHBvc2l0aW9uGAEgASgNEhAKCHRva2VuX2lkGAIgASgNEgwKBHRleHQYAyABKAkSDgoGZm9yY2VkGAQgASgIIqMBCgxHZW5lcmF0ZVN0ZXASEwoLYmxvY2tfaW5kZXgYASABKA0SDAoEc3RlcBgCIAEoDRISCgpibG9ja19zaXplGAMgASgNEhMKC3JlcGx5X3N0YXJ0GAQgASgNEjcKCWNvbW1pdHRlZBgFIAMoCzIkLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNvbW1pdHRlZFRva2VuEg4KBm1hc2tlZBgGIAEoDSL7AQoQR2VuZXJhdGVSZXNwb25zZRI4CgdzdGFydGVkGAEgASgLMiUudGVzc2VyYS5pbmZlcmVuY2UudjEuR2VuZXJhdGVTdGFydGVkSAASNAoFZGVsdGEYAiABKAsyIy50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZURlbHRhSAASOgoIZmluaXNoZWQYAyABKAsyJi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZW5lcmF0ZUZpbmlzaGVkSAASMgoEc3RlcBgEIAEoCzIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlU3RlcEgAQgcKBWV2ZW50IisKC1Njb3JlU3VmZml4EgwKBHRleHQYASABKAkSDgoGbGFiZWxzGAIgAygJInYKDFNjb3JlUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEg4KBnByZWZpeBgDIAEoCRIzCghzdWZmaXhlcxgEIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlU3VmZml4IjUKDFN1ZmZpeFNjb3JlcxIOCgZsb2dpdHMYASADKAESFQoNc3VmZml4X3Rva2VucxgCIAEoDSJxCg1TY29yZVJlc3BvbnNlEjMKB3Jlc3VsdHMYASADKAsyIi50ZXNzZXJhLmluZmVyZW5jZS52MS5TdWZmaXhTY29yZXMSFQoNcHJlZml4X3Rva2VucxgCIAEoDRIUCgxpbnB1dF90b2tlbnMYAyABKA0i1QEKEkNvdW50VG9rZW5zUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIzCghtZXNzYWdlcxgCIAMoCzIhLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkNoYXRNZXNzYWdlEjMKBXRvb2xzGAMgAygLMiQudGVzc2VyYS5pbmZlcmVuY2UudjEuVG9vbERlZmluaXRpb24SOAoHb3B0aW9ucxgEIAEoCzInLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRpb25PcHRpb25zEgwKBHRleHQYBSABKAkiJQoTQ291bnRUb2tlbnNSZXNwb25zZRIOCgZ0b2tlbnMYASABKA0iJAoTR2V0TW9kZWxJbmZvUmVxdWVzdBINCgVtb2RlbBgBIAEoCSLwAQoUR2V0TW9kZWxJbmZvUmVzcG9uc2USDQoFbW9kZWwYASABKAkSFQoNbWF4X3Bvc2l0aW9ucxgCIAEoDRISCgpibG9ja19zaXplGAMgASgNEhcKD3N1cHBvcnRzX2ltYWdlcxgEIAEoCBIWCg5zdXBwb3J0c190b29scxgFIAEoCBIZChFzdXBwb3J0c190aGlua2luZxgGIAEoCBIpCghkZWNpc2lvbhgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEwoLc2xvdHNfdG90YWwYCCABKA0SEgoKc2xvdHNfZnJlZRgJIAEoDSIpCgpPdmVybG9hZGVkEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYASABKA0qXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9TWVNURU0QARINCglST0xFX1VTRVIQAhISCg5ST0xFX0FTU0lTVEFOVBADEg0KCVJPTEVfVE9PTBAEKocBCg5Ub29sQ2hvaWNlTW9kZRIgChxUT09MX0NIT0lDRV9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVVE9PTF9DSE9JQ0VfTU9ERV9BVVRPEAESGQoVVE9PTF9DSE9JQ0VfTU9ERV9OT05FEAISHQoZVE9PTF9DSE9JQ0VfTU9ERV9SRVFVSVJFRBADKqUBChJSZXNwb25zZUZvcm1hdFR5cGUSJAogUkVTUE9OU0VfRk9STUFUX1RZUEVfVU5TUEVDSUZJRUQQABIdChlSRVNQT05TRV9GT1JNQVRfVFlQRV9URVhUEAESJAogUkVTUE9OU0VfRk9STUFUX1RZUEVfSlNPTl9PQkpFQ1QQAhIkCiBSRVNQT05TRV9GT1JNQVRfVFlQRV9KU09OX1NDSEVNQRADKn0KDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIcChhGSU5JU0hfUkVBU09OX1RPT0xfQ0FMTFMQAzKMAwoQSW5mZXJlbmNlU2VydmljZRJbCghHZW5lcmF0ZRIlLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlUmVxdWVzdBomLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdlbmVyYXRlUmVzcG9uc2UwARJQCgVTY29yZRIiLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlUmVxdWVzdBojLnRlc3NlcmEuaW5mZXJlbmNlLnYxLlNjb3JlUmVzcG9uc2USYgoLQ291bnRUb2tlbnMSKC50ZXNzZXJhLmluZmVyZW5jZS52MS5Db3VudFRva2Vuc1JlcXVlc3QaKS50ZXNzZXJhLmluZmVyZW5jZS52MS5Db3VudFRva2Vuc1Jlc3BvbnNlEmUKDEdldE1vZGVsSW5mbxIpLnRlc3NlcmEuaW5mZXJlbmNlLnYxLkdldE1vZGVsSW5mb1JlcXVlc3QaKi50ZXNzZXJhLmluZmVyZW5jZS52MS5HZXRNb2RlbEluZm9SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * ImageUrl is an image given by URL, in the OpenAI shape. Only `data:` URLs are ever read.
@@ -332,6 +332,14 @@ export type GenerationOptions = Message<"tessera.inference.v1.GenerationOptions"
    * @generated from field: uint32 top_logprobs = 8;
    */
   topLogprobs: number;
+
+  /**
+   * include_tokenized_prompt asks GenerateStarted to list the prompt's tokens (the legacy
+   * completions' `echo` with `logprobs`). The engine does not score prompt tokens.
+   *
+   * @generated from field: bool include_tokenized_prompt = 9;
+   */
+  includeTokenizedPrompt: boolean;
 };
 
 /**
@@ -342,7 +350,7 @@ export const GenerationOptionsSchema: GenMessage<GenerationOptions> = /*@__PURE_
   messageDesc(file_tessera_inference_v1_inference, 7);
 
 /**
- * GenerateRequest asks for one chat completion.
+ * GenerateRequest asks for one chat completion, or for the continuation of a raw prompt.
  *
  * @generated from message tessera.inference.v1.GenerateRequest
  */
@@ -381,6 +389,17 @@ export type GenerateRequest = Message<"tessera.inference.v1.GenerateRequest"> & 
    * @generated from field: tessera.inference.v1.GenerationOptions options = 5;
    */
   options?: GenerationOptions | undefined;
+
+  /**
+   * raw_prompt, when set, is the prompt itself (the legacy completions' `prompt`): tokenized as
+   * it is, with no chat template and no special tokens added. messages and tools must be empty
+   * then, and response_format, tool_choice and enable_thinking unset (they need a template).
+   * The reply is the text the model wrote, with no thinking or tool-call parsing and no
+   * whitespace trimmed; the same context bound, decoder and stop sequences apply.
+   *
+   * @generated from field: optional string raw_prompt = 6;
+   */
+  rawPrompt?: string | undefined;
 };
 
 /**
@@ -451,6 +470,14 @@ export type GenerateStarted = Message<"tessera.inference.v1.GenerateStarted"> & 
    * @generated from field: string worker_id = 3;
    */
   workerId: string;
+
+  /**
+   * tokenized_prompt is the prompt's tokens in order, only with
+   * GenerationOptions.include_tokenized_prompt.
+   *
+   * @generated from field: repeated tessera.inference.v1.PromptToken tokenized_prompt = 4;
+   */
+  tokenizedPrompt: PromptToken[];
 };
 
 /**
@@ -459,6 +486,34 @@ export type GenerateStarted = Message<"tessera.inference.v1.GenerateStarted"> & 
  */
 export const GenerateStartedSchema: GenMessage<GenerateStarted> = /*@__PURE__*/
   messageDesc(file_tessera_inference_v1_inference, 10);
+
+/**
+ * PromptToken is one token of the prompt as the tokenizer split it.
+ *
+ * @generated from message tessera.inference.v1.PromptToken
+ */
+export type PromptToken = Message<"tessera.inference.v1.PromptToken"> & {
+  /**
+   * token is the token's text (invalid UTF-8 of a partial character replaced by U+FFFD).
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * bytes are the token's UTF-8 bytes.
+   *
+   * @generated from field: bytes bytes = 2;
+   */
+  bytes: Uint8Array;
+};
+
+/**
+ * Describes the message tessera.inference.v1.PromptToken.
+ * Use `create(PromptTokenSchema)` to create a new message.
+ */
+export const PromptTokenSchema: GenMessage<PromptToken> = /*@__PURE__*/
+  messageDesc(file_tessera_inference_v1_inference, 11);
 
 /**
  * ToolCallDelta is a tool call, or a further piece of one, in a streamed reply.
@@ -500,7 +555,7 @@ export type ToolCallDelta = Message<"tessera.inference.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 11);
+  messageDesc(file_tessera_inference_v1_inference, 12);
 
 /**
  * GenerateDelta is the text committed by one block.
@@ -550,7 +605,7 @@ export type GenerateDelta = Message<"tessera.inference.v1.GenerateDelta"> & {
  * Use `create(GenerateDeltaSchema)` to create a new message.
  */
 export const GenerateDeltaSchema: GenMessage<GenerateDelta> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 12);
+  messageDesc(file_tessera_inference_v1_inference, 13);
 
 /**
  * TopLogprob is one candidate token at a reply position.
@@ -586,7 +641,7 @@ export type TopLogprob = Message<"tessera.inference.v1.TopLogprob"> & {
  * Use `create(TopLogprobSchema)` to create a new message.
  */
 export const TopLogprobSchema: GenMessage<TopLogprob> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 13);
+  messageDesc(file_tessera_inference_v1_inference, 14);
 
 /**
  * TokenLogprob is a reply token with its log-probability and the most probable alternatives
@@ -636,7 +691,7 @@ export type TokenLogprob = Message<"tessera.inference.v1.TokenLogprob"> & {
  * Use `create(TokenLogprobSchema)` to create a new message.
  */
 export const TokenLogprobSchema: GenMessage<TokenLogprob> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 14);
+  messageDesc(file_tessera_inference_v1_inference, 15);
 
 /**
  * GenerateFinished is the last event of a generation.
@@ -671,7 +726,7 @@ export type GenerateFinished = Message<"tessera.inference.v1.GenerateFinished"> 
  * Use `create(GenerateFinishedSchema)` to create a new message.
  */
 export const GenerateFinishedSchema: GenMessage<GenerateFinished> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 15);
+  messageDesc(file_tessera_inference_v1_inference, 16);
 
 /**
  * CommittedToken is one position of the current block committed by a denoising forward.
@@ -714,7 +769,7 @@ export type CommittedToken = Message<"tessera.inference.v1.CommittedToken"> & {
  * Use `create(CommittedTokenSchema)` to create a new message.
  */
 export const CommittedTokenSchema: GenMessage<CommittedToken> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 16);
+  messageDesc(file_tessera_inference_v1_inference, 17);
 
 /**
  * GenerateStep is one denoising forward of the current block, sent only when the request's
@@ -774,7 +829,7 @@ export type GenerateStep = Message<"tessera.inference.v1.GenerateStep"> & {
  * Use `create(GenerateStepSchema)` to create a new message.
  */
 export const GenerateStepSchema: GenMessage<GenerateStep> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 17);
+  messageDesc(file_tessera_inference_v1_inference, 18);
 
 /**
  * GenerateResponse is one event of a generation stream.
@@ -827,7 +882,7 @@ export type GenerateResponse = Message<"tessera.inference.v1.GenerateResponse"> 
  * Use `create(GenerateResponseSchema)` to create a new message.
  */
 export const GenerateResponseSchema: GenMessage<GenerateResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 18);
+  messageDesc(file_tessera_inference_v1_inference, 19);
 
 /**
  * ScoreSuffix is one question of a Score request.
@@ -856,7 +911,7 @@ export type ScoreSuffix = Message<"tessera.inference.v1.ScoreSuffix"> & {
  * Use `create(ScoreSuffixSchema)` to create a new message.
  */
 export const ScoreSuffixSchema: GenMessage<ScoreSuffix> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 19);
+  messageDesc(file_tessera_inference_v1_inference, 20);
 
 /**
  * ScoreRequest asks for option logits of many suffixes that share one prefix.
@@ -898,7 +953,7 @@ export type ScoreRequest = Message<"tessera.inference.v1.ScoreRequest"> & {
  * Use `create(ScoreRequestSchema)` to create a new message.
  */
 export const ScoreRequestSchema: GenMessage<ScoreRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 20);
+  messageDesc(file_tessera_inference_v1_inference, 21);
 
 /**
  * SuffixScores are the readout of one suffix.
@@ -927,7 +982,7 @@ export type SuffixScores = Message<"tessera.inference.v1.SuffixScores"> & {
  * Use `create(SuffixScoresSchema)` to create a new message.
  */
 export const SuffixScoresSchema: GenMessage<SuffixScores> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 21);
+  messageDesc(file_tessera_inference_v1_inference, 22);
 
 /**
  * ScoreResponse holds the readout of every suffix.
@@ -962,7 +1017,7 @@ export type ScoreResponse = Message<"tessera.inference.v1.ScoreResponse"> & {
  * Use `create(ScoreResponseSchema)` to create a new message.
  */
 export const ScoreResponseSchema: GenMessage<ScoreResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 22);
+  messageDesc(file_tessera_inference_v1_inference, 23);
 
 /**
  * CountTokensRequest asks for the token count of a conversation or a text.
@@ -1011,7 +1066,7 @@ export type CountTokensRequest = Message<"tessera.inference.v1.CountTokensReques
  * Use `create(CountTokensRequestSchema)` to create a new message.
  */
 export const CountTokensRequestSchema: GenMessage<CountTokensRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 23);
+  messageDesc(file_tessera_inference_v1_inference, 24);
 
 /**
  * CountTokensResponse is the token count.
@@ -1032,7 +1087,7 @@ export type CountTokensResponse = Message<"tessera.inference.v1.CountTokensRespo
  * Use `create(CountTokensResponseSchema)` to create a new message.
  */
 export const CountTokensResponseSchema: GenMessage<CountTokensResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 24);
+  messageDesc(file_tessera_inference_v1_inference, 25);
 
 /**
  * GetModelInfoRequest names a model.
@@ -1053,7 +1108,7 @@ export type GetModelInfoRequest = Message<"tessera.inference.v1.GetModelInfoRequ
  * Use `create(GetModelInfoRequestSchema)` to create a new message.
  */
 export const GetModelInfoRequestSchema: GenMessage<GetModelInfoRequest> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 25);
+  messageDesc(file_tessera_inference_v1_inference, 26);
 
 /**
  * GetModelInfoResponse describes a loaded model.
@@ -1130,7 +1185,7 @@ export type GetModelInfoResponse = Message<"tessera.inference.v1.GetModelInfoRes
  * Use `create(GetModelInfoResponseSchema)` to create a new message.
  */
 export const GetModelInfoResponseSchema: GenMessage<GetModelInfoResponse> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 26);
+  messageDesc(file_tessera_inference_v1_inference, 27);
 
 /**
  * Overloaded is the error detail of a request refused because every generation slot and the
@@ -1152,7 +1207,7 @@ export type Overloaded = Message<"tessera.inference.v1.Overloaded"> & {
  * Use `create(OverloadedSchema)` to create a new message.
  */
 export const OverloadedSchema: GenMessage<Overloaded> = /*@__PURE__*/
-  messageDesc(file_tessera_inference_v1_inference, 27);
+  messageDesc(file_tessera_inference_v1_inference, 28);
 
 /**
  * Role is the author of a chat message.
@@ -1335,8 +1390,9 @@ export const FinishReasonSchema: GenEnum<FinishReason> = /*@__PURE__*/
  */
 export const InferenceService: GenService<{
   /**
-   * Generate renders the conversation with the model's chat template and streams the reply
-   * as it is denoised, one event per committed block, ending with a Finished event.
+   * Generate renders the conversation with the model's chat template (or takes a raw prompt as
+   * it is) and streams the reply as it is denoised, one event per committed block, ending with
+   * a Finished event.
    *
    * @generated from rpc tessera.inference.v1.InferenceService.Generate
    */
