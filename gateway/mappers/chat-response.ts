@@ -19,6 +19,15 @@ import type {
 } from "../schemas/chat-response.js";
 import type { SseWriter } from "../sse.js";
 import { denoisingOf } from "./denoising.js";
+import {
+  type EventChunker,
+  IncompleteGeneration,
+  type StreamErrorBody,
+  type StreamOutcome,
+  streamGeneration,
+} from "./generation-stream.js";
+
+export { IncompleteGeneration, type StreamErrorBody, type StreamOutcome } from "./generation-stream.js";
 
 /**
  * Inference Generate events → OpenAI chat.completion (JSON) and chat.completion.chunk (SSE)
@@ -77,14 +86,6 @@ export function logprobEntries(entries: readonly GenerateDelta["logprobs"][numbe
     bytes: [...e.bytes],
     top_logprobs: e.topLogprobs.map((t) => ({ token: t.token, logprob: t.logprob, bytes: [...t.bytes] })),
   }));
-}
-
-/** A generation that ended without its Finished event. */
-export class IncompleteGeneration extends Error {
-  constructor() {
-    super("the generation ended without finishing");
-    this.name = "IncompleteGeneration";
-  }
 }
 
 function finishReasonName(reason: FinishReason, sawToolCall: boolean): FinishReasonName {
@@ -178,13 +179,7 @@ export async function collectCompletion(events: AsyncIterable<GenerateResponse>,
  * reads `choices[0]`); with `include_usage`, as OpenAI does, it comes instead in one more
  * chunk with `choices: []`.
  */
-export interface ChunkBuilder {
-  fromEvent(event: GenerateResponse): ChatCompletionChunk[];
-  /** Prompt tokens (from Started) and completion tokens (from Finished) seen so far. */
-  readonly usage: { promptTokens: number; completionTokens: number | undefined };
-  /** Deltas that carried something, i.e. blocks the client was sent. */
-  readonly deltasSent: number;
-}
+export type ChunkBuilder = EventChunker<ChatCompletionChunk>;
 
 export function createChunkBuilder(meta: CompletionMeta, options: { includeUsage?: boolean } = {}): ChunkBuilder {
   let model = meta.model;
@@ -271,69 +266,13 @@ function deltaOf(delta: GenerateDelta): ChunkDelta | null {
   return Object.keys(out).length === 0 ? null : out;
 }
 
-/** The OpenAI error object sent in a stream's error event. */
-export interface StreamErrorBody {
-  message: string;
-  type: string;
-  code: string | null;
-  param?: string | null;
-}
-
-export interface StreamOutcome {
-  /** `done`: [DONE] sent; `client_gone`: the client left or stalled; `failed`: an error event ended it. */
-  outcome: "done" | "client_gone" | "failed";
-  promptTokens: number;
-  /** Known when the generation finished. */
-  completionTokens: number | undefined;
-  /** Deltas the client was sent (one per committed block that carried text). */
-  deltasSent: number;
-  error?: unknown;
-}
-
-/**
- * Streams one generation as SSE. The first event is awaited before anything is written, so a
- * refusal (overload, quota, bad request from the model) still gets its own HTTP status: that
- * error is thrown, with nothing sent. Once the stream is open every failure ends it with an
- * error event, never a hang. The caller must create `events` with `sse.signal` (or a signal
- * that follows it) so a client that leaves cancels the generation.
- */
-export async function streamCompletion(
+/** Streams one generation as chat.completion.chunk events (generation-stream.ts). */
+export function streamCompletion(
   sse: SseWriter,
   events: AsyncIterable<GenerateResponse>,
   meta: CompletionMeta,
   toErrorBody: (err: unknown) => StreamErrorBody,
   options: { includeUsage?: boolean } = {},
 ): Promise<StreamOutcome> {
-  const builder = createChunkBuilder(meta, options);
-  const outcome = (kind: StreamOutcome["outcome"], error?: unknown): StreamOutcome => ({
-    outcome: kind,
-    promptTokens: builder.usage.promptTokens,
-    completionTokens: builder.usage.completionTokens,
-    deltasSent: builder.deltasSent,
-    ...(error === undefined ? {} : { error }),
-  });
-
-  const iterator = events[Symbol.asyncIterator]();
-  const first = await iterator.next();
-  sse.open();
-  let finished = false;
-  try {
-    for (let step = first; !step.done; step = await iterator.next()) {
-      if (step.value.event.case === "finished") finished = true;
-      for (const chunk of builder.fromEvent(step.value)) {
-        if (!(await sse.send(chunk))) return outcome("client_gone");
-      }
-    }
-    if (!finished) throw new IncompleteGeneration();
-    await sse.done();
-    return outcome("done");
-  } catch (err) {
-    if (sse.closed) return outcome("client_gone", err);
-    await sse.fail(toErrorBody(err));
-    return outcome("failed", err);
-  } finally {
-    // Leaving early (client gone, error) closes the generation stream, which cancels it. Not
-    // awaited: a source that is stuck must not hold the response.
-    if (!finished) void Promise.resolve(iterator.return?.()).catch(() => undefined);
-  }
+  return streamGeneration(sse, events, createChunkBuilder(meta, options), toErrorBody);
 }

@@ -2,7 +2,7 @@ import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import type { GenerateResponse } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { HttpError, toHttpError } from "../errors.js";
-import type { StreamErrorBody } from "../mappers/chat.js";
+import type { StreamErrorBody } from "../mappers/generation-stream.js";
 
 /**
  * What every route that generates text shares (chat completions, completions): resolving the
