@@ -153,6 +153,8 @@ export async function ledgerTotals(dataDir: string, keyId: string): Promise<{ re
 
 export interface ServeChild {
   url: string;
+  /** The operations port's URL (TESSERA_OPS_PORT set), else undefined. */
+  opsUrl: string | undefined;
   child: ChildProcess;
   /** Resolves with the exit code or signal. */
   exited: Promise<string>;
@@ -166,7 +168,7 @@ export async function startServe(env: Record<string, string>, timeoutMs = 60_000
     stdio: ["ignore", "pipe", "inherit"],
   });
   const exited = new Promise<string>((done) => child.on("exit", (code, signal) => done(String(code ?? signal))));
-  const url = await new Promise<string>((ok, fail) => {
+  const { url, opsUrl } = await new Promise<{ url: string; opsUrl: string | undefined }>((ok, fail) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       fail(new Error("tessera serve did not listen in time"));
@@ -175,10 +177,10 @@ export async function startServe(env: Record<string, string>, timeoutMs = 60_000
     createInterface({ input: child.stdout! }).on("line", (line) => {
       if (!line.includes('"tessera listening"')) return;
       clearTimeout(timer);
-      ok((JSON.parse(line) as { url: string }).url);
+      ok(JSON.parse(line) as { url: string; opsUrl: string | undefined });
     });
   });
-  return { url, child, exited };
+  return { url, opsUrl, child, exited };
 }
 
 /** A models config serving `modelDir` as textmodel-26b and decisionmodel-0.1 (-latest); its path. */

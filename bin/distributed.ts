@@ -11,7 +11,7 @@ import { createConnectMount } from "../gateway/connect-mount.js";
 import { createRoutes } from "../gateway/routes/index.js";
 import { createGate } from "../gateway/gate.js";
 import { createGatewayHandler } from "../gateway/server.js";
-import { drain, hostForUrl, listenGateway } from "./http-lifecycle.js";
+import { drain, hostForUrl, listenGateway, listenOps } from "./http-lifecycle.js";
 import { ConfigError, type Config } from "../lib/config.js";
 import { startHeartbeats } from "../lib/heartbeats/publisher.js";
 import type { WorkerDirectory } from "../lib/heartbeats/types.js";
@@ -263,12 +263,15 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
       });
       const listening = await listenGateway(handler, config, metrics, logger);
       const server = listening.server;
+      const ops = await listenOps(handler, config, logger);
+      if (ops !== undefined) logger.info({ opsUrl: ops.url }, "operations port listening");
       port = listening.port;
       url = listening.url;
       closeServer = async () => {
-        await drain(server, config.shutdownTimeoutMs, logger);
+        await Promise.all([drain(server, config.shutdownTimeoutMs, logger), ops && drain(ops.server, config.shutdownTimeoutMs, logger)]);
         // Handlers cut off by the deadline settle their usage before the stores close.
         await handler.flush();
+        await handler.close();
       };
     } else {
       const server = await startServiceServer({

@@ -22,7 +22,7 @@ import { createRoutes } from "../gateway/routes/index.js";
 import type { ReadinessCheck } from "../gateway/routes/operations.js";
 import { createGate } from "../gateway/gate.js";
 import { createGatewayHandler } from "../gateway/server.js";
-import { drain, listenGateway } from "./http-lifecycle.js";
+import { drain, listenGateway, listenOps } from "./http-lifecycle.js";
 import type { Config } from "../lib/config.js";
 import { createInProcessWorkerDirectory } from "../lib/heartbeats/in-process.js";
 import { startHeartbeats } from "../lib/heartbeats/publisher.js";
@@ -59,6 +59,8 @@ export interface EmbeddedTessera {
   /** http://host:port of the public port. */
   url: string;
   port: number;
+  /** http://host:port of the operations port (TESSERA_OPS_PORT); undefined when there is none. */
+  opsUrl: string | undefined;
   /** The key created on first start (printed once); undefined when keys existed or TESSERA_BOOTSTRAP_KEY is set. */
   createdKey: string | undefined;
   /** In-process clients of the services, the accounting admin RPCs included (never exposed on the port). */
@@ -205,13 +207,15 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
       }),
     });
     const { server, port, url } = await listenGateway(handler, config, metrics, logger);
-    logger.info({ url, dataDir: config.dataDir, modelsConfig: config.modelsConfig }, "tessera listening");
+    const ops = await listenOps(handler, config, logger);
+    logger.info({ url, opsUrl: ops?.url, dataDir: config.dataDir, modelsConfig: config.modelsConfig }, "tessera listening");
 
     let closing: Promise<void> | undefined;
     return {
       server,
       url,
       port,
+      opsUrl: ops?.url,
       createdKey,
       clients: { accounting: accountingClient, registry: registryClient, decision: decisionClient },
       workers,
@@ -220,9 +224,10 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
         (closing ??= (async () => {
           logger.info("shutting down: no new connections, finishing requests in flight");
           // The worker stays announced until the requests in flight are done (cleanup withdraws it).
-          await drain(server, config.shutdownTimeoutMs, logger);
+          await Promise.all([drain(server, config.shutdownTimeoutMs, logger), ops && drain(ops.server, config.shutdownTimeoutMs, logger)]);
           // Handlers answered 504 past their deadline may still be finishing (and settling).
           await handler.flush();
+          await handler.close();
           await cleanup();
           logger.info("shut down");
         })()),

@@ -1,6 +1,8 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createGatewayServer } from "../gateway/http-server.js";
+import { errorBody, HttpError } from "../gateway/errors.js";
+import { createGatewayServer, type NodeHandler } from "../gateway/http-server.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../gateway/request-id.js";
 import type { GatewayHandler } from "../gateway/server.js";
 import type { Config } from "../lib/config.js";
 import type { Logger } from "../lib/logger.js";
@@ -30,6 +32,51 @@ export async function listenGateway(
     logger,
   });
   await listen(server, config.port, config.host);
+  const port = (server.address() as AddressInfo).port;
+  return { server, port, url: `http://${hostForUrl(config.host)}:${port}` };
+}
+
+/** The paths the operations listener serves. */
+export const OPS_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz", "/metrics"]);
+
+/** The gateway's handler for the operations paths only; anything else is 404 in the detail shape. */
+export function opsOnly(handler: NodeHandler): NodeHandler {
+  return (req, res) => {
+    const url = req.url ?? "/";
+    const query = url.indexOf("?");
+    if (OPS_PATHS.has(query < 0 ? url : url.slice(0, query))) return handler(req, res);
+    const { status, body } = errorBody(
+      "detail",
+      new HttpError(404, "not_found_error", "this port serves /healthz, /readyz and /metrics only", { code: "not_found" }),
+    );
+    res.writeHead(status, { "content-type": "application/json", [REQUEST_ID_HEADER]: newRequestId() });
+    res.end(JSON.stringify(body));
+    req.resume();
+  };
+}
+
+/**
+ * The operations listener (TESSERA_OPS_PORT): `/healthz`, `/readyz` and `/metrics` of the same
+ * gateway on a port of their own, with connection caps of their own, so probes and scrapes
+ * never queue behind clients' connections (an address holding the public port's connections
+ * cannot reach this one where only the cluster's probes are let in). Same host as the public
+ * port. Its refusals are not counted in the public port's connection metrics.
+ */
+export async function listenOps(
+  handler: GatewayHandler,
+  config: Config,
+  logger: Logger,
+): Promise<{ server: Server; port: number; url: string } | undefined> {
+  if (config.opsPort === undefined) return undefined;
+  const server = createGatewayServer(opsOnly(handler), {
+    headersTimeoutMs: config.headersTimeoutMs,
+    requestTimeoutMs: config.bodyTimeoutMs,
+    firstByteTimeoutMs: config.firstByteTimeoutMs,
+    maxHeaderBytes: config.maxHeaderBytes,
+    maxHeaders: config.maxHeaders,
+    logger,
+  });
+  await listen(server, config.opsPort, config.host);
   const port = (server.address() as AddressInfo).port;
   return { server, port, url: `http://${hostForUrl(config.host)}:${port}` };
 }

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AdmitResponse, Principal, UsageKind } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import type { Logger } from "../lib/logger.js";
+import type { BodyPreparer } from "./body-prepare.js";
 import type { ErrorStyle } from "./errors.js";
 import type { Charge, SettleUsage } from "./gate.js";
 
@@ -27,7 +28,7 @@ export interface RequestContext {
   readonly signal: AbortSignal;
   /** The authenticated key (routes with a `charge`). */
   readonly principal: Principal | undefined;
-  /** The parsed JSON body (routes with `body: "json"`). */
+  /** The parsed JSON body (routes with `body: "json"`), prepared if the route names a `prepareBody`. */
   readonly body: unknown;
   /** Fields for the request's log line (model, tokens). */
   readonly log: RequestLogFields;
@@ -69,6 +70,11 @@ export interface Route {
   /** What a call costs (gate.ts); omit for a public route (no key: probes, metrics). */
   charge?: Charge<JsonReply | undefined>;
   body: "none" | "json";
+  /**
+   * What the body becomes besides parsed JSON (body-prepare.ts), on the thread that parses it:
+   * `ctx.body` is then the preparer's result. Large bodies are parsed off the event loop.
+   */
+  prepareBody?: BodyPreparer;
   /** Log level of the request's line (probes and scrapes are `debug`). */
   logLevel?: "info" | "debug";
   handle(ctx: RequestContext): Promise<JsonReply | undefined> | JsonReply | undefined;

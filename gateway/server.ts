@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../lib/logger.js";
 import type { Metrics } from "../lib/metrics.js";
-import { ClientGone, MAX_BODY_BYTES, checkBodyHeaders, parseJson, readBody } from "./body.js";
+import { ClientGone, MAX_BODY_BYTES, checkBodyHeaders, readBody } from "./body.js";
+import { createBodyParser, type BodyParser } from "./body-parser.js";
 import { DEFAULT_DEADLINE_MS, DeadlineExpired, DeadlineQueue } from "./deadlines.js";
 import { discardBody } from "./drain-body.js";
 import { HttpError, errorBody, toHttpError, type ErrorStyle } from "./errors.js";
@@ -36,6 +37,8 @@ export interface GatewayDeps {
   deadlineMs?: number;
   /** CORS for the configured origins (cors.ts); unset: none. */
   cors?: Cors;
+  /** Parses JSON bodies, large ones off the event loop (body-parser.ts). Default: one of its own. */
+  bodyParser?: BodyParser;
 }
 
 export const DEFAULT_MAX_URL_BYTES = 8 * 1024;
@@ -45,7 +48,7 @@ export const DEFAULT_MAX_URL_BYTES = 8 * 1024;
  * answered for them (past their deadline); call it on shutdown after the server has drained,
  * before closing the stores and clients they use.
  */
-export type GatewayHandler = NodeHandler & { flush(): Promise<void> };
+export type GatewayHandler = NodeHandler & { flush(): Promise<void>; close(): Promise<void> };
 
 type RouteRun = (ctx: HttpRequestContext) => Promise<GateResult<JsonReply | undefined>>;
 
@@ -67,6 +70,7 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
   const table = createRouteTable(deps.routes);
   const seriesOf = createSeriesCache(deps.metrics);
   const shared = { logger, gate, closed };
+  const bodies = deps.bodyParser ?? createBodyParser();
 
   /** Handlers still running after the gateway answered for them (deadline); shutdown waits for them (flush). */
   const late = new Set<Promise<void>>();
@@ -87,7 +91,7 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
         if (route.body === "json") {
           const refused = checkBodyHeaders(ctx.req, maxBody);
           if (refused !== undefined) throw refused;
-          ctx.body = parseJson(await readBody(ctx.req, maxBody));
+          ctx.body = await bodies.parse(await readBody(ctx.req, maxBody), route.prepareBody);
         }
         // Receiving the request is bounded by the body timeout; from here on, by the deadline.
         deadlines?.add(ctx);
@@ -271,6 +275,7 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
     flush: async () => {
       while (late.size > 0) await Promise.all([...late]);
     },
+    close: () => bodies.close(),
   });
 }
 

@@ -98,6 +98,13 @@ export const SETTINGS: readonly AnySetting[] = [
   },
   { env: "TESSERA_PORT", key: "port", fallback: "8080", help: "HTTP port (0 picks a free one).", parse: integer(0, 65535) },
   {
+    env: "TESSERA_OPS_PORT",
+    key: "opsPort",
+    fallback: undefined,
+    help: "A second HTTP port, on the same host, serving only /healthz, /readyz and /metrics with connection caps of its own, so probes never queue behind clients (0 picks a free one; unset: none, they are on the public port only).",
+    parse: (raw) => (raw.trim() === "" ? undefined : integer(0, 65535)(raw)),
+  },
+  {
     env: "TESSERA_DATA_DIR",
     key: "dataDir",
     fallback: "./data",

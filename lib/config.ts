@@ -11,6 +11,8 @@ export type ExecutionProvider = "cpu" | "cuda";
 export interface Config {
   host: string;
   port: number;
+  /** A second port serving only /healthz, /readyz and /metrics; unset: none. */
+  opsPort: number | undefined;
   dataDir: string;
   modelsConfig: string;
   bootstrapKey: string | undefined;

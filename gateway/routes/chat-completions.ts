@@ -4,7 +4,7 @@ import type { InferenceService } from "../../gen/tessera/inference/v1/inference_
 import type { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
-import { DEFAULT_MAX_TOKENS, collectCompletion, createCompletionMeta, parseChatRequest, streamCompletion } from "../mappers/chat.js";
+import { DEFAULT_MAX_TOKENS, collectCompletion, createCompletionMeta, type ParsedChatRequest, streamCompletion } from "../mappers/chat.js";
 import type { Route } from "../route.js";
 import { createSseWriter } from "../sse.js";
 import { inClientTerms, resolveTextModel, shownAs, streamErrorBody } from "./text-generation.js";
@@ -30,13 +30,16 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
     // Admitted by the handler, once it knows the prompt's size: its hold is prompt + max_tokens.
     charge: { kind: UsageKind.TEXT, hold: "handler" },
     body: "json",
+    // Validated where the body is parsed: off the event loop for a large one.
+    prepareBody: "chat",
     async handle(ctx) {
-      const parsed = parseChatRequest(ctx.body, { requestId: ctx.requestId });
+      const parsed = ctx.body as ParsedChatRequest;
       if (!parsed.ok) {
         const { message, param, code } = parsed.error;
         throw new HttpError(400, "invalid_request_error", message, { code: code ?? "invalid_request", param });
       }
       const { request, stream, includeUsage } = parsed;
+      request.requestId = ctx.requestId;
       const asked = request.model;
       ctx.log.model = asked;
 

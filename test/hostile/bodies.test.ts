@@ -1,0 +1,79 @@
+// Large valid bodies (issue 11, item 1): three concurrent 7.4 MB chat bodies (2,048 messages of
+// 3.6 KB) sent to `tessera serve` in a process of its own must not hold its event loop: /healthz,
+// /readyz and /metrics answer within 1 s throughout, on the public port and on the operations
+// port (TESSERA_OPS_PORT), and no answer is a 5xx.
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hugeChatBody, probeWhile, startServe, writeCatalog, type ServeChild } from "../../bench/_hostile.js";
+import { TINY_MODEL_DIR } from "../helpers/tessera.js";
+
+const scratch = mkdtempSync(join(tmpdir(), "tessera-bodies-"));
+const key = `tsr_${randomBytes(32).toString("base64url")}`;
+let serve: ServeChild;
+
+beforeAll(async () => {
+  serve = await startServe({
+    TESSERA_DATA_DIR: join(scratch, "data"),
+    TESSERA_MODELS_CONFIG: writeCatalog(scratch, TINY_MODEL_DIR),
+    TESSERA_BOOTSTRAP_KEY: key,
+    TESSERA_DEFAULT_RPM: "100000",
+    TESSERA_LOG_LEVEL: "info",
+    TESSERA_OPS_PORT: "0",
+  });
+}, 90_000);
+afterAll(async () => {
+  serve?.child.kill("SIGKILL");
+  await serve?.exited;
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe("three concurrent 7.4 MB chat bodies", () => {
+  it("leave /healthz, /readyz and /metrics answering within 1 s, with no 5xx", { timeout: 120_000 }, async () => {
+    const body = hugeChatBody();
+    expect(body.length).toBeGreaterThan(7_000_000);
+    const chats = Promise.all(
+      [0, 1, 2].map(async () => {
+        const res = await fetch(`${serve.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body,
+        });
+        return { status: res.status, body: (await res.json()) as { error?: { message: string } } };
+      }),
+    );
+    // Probes start at once and run until every chat is answered (a probe that fails counts its 5 s timeout).
+    const paths = ["/healthz", "/readyz", "/metrics"];
+    const [publicProbes, opsProbes] = await Promise.all([
+      probeWhile(serve.url, paths, chats, 50),
+      probeWhile(serve.opsUrl!, paths, chats, 50),
+    ]);
+    const probes = [...publicProbes, ...opsProbes];
+    const answers = await chats;
+    for (const answer of answers) {
+      expect(answer.status, JSON.stringify(answer.body)).toBe(400);
+      expect(answer.body.error?.message).toMatch(/prompt too long/);
+    }
+    for (const probe of probes) {
+      expect(probe.failures, JSON.stringify(probes)).toBe(0);
+      expect(probe.tries).toBeGreaterThan(0);
+      expect(probe.maxMs, JSON.stringify(probes)).toBeLessThanOrEqual(1000);
+    }
+  });
+});
+
+describe("the operations port", () => {
+  it("serves the probes and the metrics, and nothing else", async () => {
+    expect(serve.opsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(serve.opsUrl).not.toBe(serve.url);
+    expect((await fetch(`${serve.opsUrl}/healthz`)).status).toBe(200);
+    expect((await fetch(`${serve.opsUrl}/readyz`)).status).toBe(200);
+    const metrics = await fetch(`${serve.opsUrl}/metrics`);
+    expect(await metrics.text()).toMatch(/tessera_http_requests_total/);
+    const other = await fetch(`${serve.opsUrl}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+    expect(other.status).toBe(404);
+    expect(((await other.json()) as { detail: { message: string } }).detail.message).toMatch(/only/);
+  });
+});
