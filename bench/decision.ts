@@ -13,12 +13,12 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { createClient, createRouterTransport, type Client } from "@connectrpc/connect";
-import { DecisionService, QuestionType, type DecideRequest } from "../gen/tessera/decision/v1/decision_pb.js";
+import { DecisionService, type DecideRequest, type Question } from "../gen/tessera/decision/v1/decision_pb.js";
 import { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
 import { parseDecisionRequest } from "../gateway/mappers/decision.js";
 import { silentLogger } from "../lib/logger.js";
-import { choiceFromLogits, noulFromLogits, scoreFromLogits } from "../services/decision/probabilities.js";
+import { questionTypeOf } from "../lib/decision-types/registry.js";
 import { decisionRoutes } from "../services/decision/server.js";
 import { DEFAULT_CATALOG, fakeRegistry } from "../test/helpers/decision-doubles.js";
 import { loadModelPool, type ModelPool } from "../services/inference/model-pool.js";
@@ -210,7 +210,7 @@ async function openRig(modelDir: string): Promise<Rig> {
       const sum = (fs: Forward[], f: (x: Forward) => number) => fs.reduce((s, x) => s + f(x), 0);
       const prefill = forwards.filter((f) => f.prefill);
       const rows = forwards.filter((f) => !f.prefill);
-      const types = Object.values(req.questions).map((q) => q.type);
+      const questions = req.questionList.flatMap((q) => (q.question === undefined ? [] : [q.question]));
       return {
         inputTokens: res.usage?.inputTokens ?? 0,
         phases: {
@@ -223,7 +223,7 @@ async function openRig(modelDir: string): Promise<Rig> {
           transport: sum(forwards, (f) => f.wallMs - f.runMs - f.fillMs),
           inferenceOther: scoreMs - tokenizeMs - sum(forwards, (f) => f.wallMs),
           decisionOther: total - scoreMs,
-          softmax: softmaxMs(scoreLogits, types),
+          softmax: softmaxMs(scoreLogits, questions),
         },
       };
     },
@@ -239,14 +239,17 @@ async function openRig(modelDir: string): Promise<Rig> {
   };
 }
 
-/** The probabilities of every answer from its logits, as the decision service computes them (mean of 50). */
-function softmaxMs(logits: number[][], types: QuestionType[]): number {
+/** Every answer from its logits, as the decision service computes them with each type's module (mean of 50). */
+function softmaxMs(logits: number[][], questions: Question[]): number {
+  const answerers = questions.map((q) => {
+    const type = questionTypeOf(q.type);
+    const criteria = type?.criteriaFromProto(q.criteria, [], []);
+    return (l: number[]) => type?.answer(criteria, l, 1);
+  });
   const started = performance.now();
   for (let r = 0; r < 50; r++) {
     logits.forEach((l, i) => {
-      if (types[i] === QuestionType.NOUL) noulFromLogits(l);
-      else if (types[i] === QuestionType.CHOICE) choiceFromLogits(l);
-      else scoreFromLogits(l);
+      answerers[i]?.(l);
     });
   }
   return (performance.now() - started) / 50;

@@ -4,7 +4,7 @@
 // property, never the object's prototype. What is not safe is what code does next: copying
 // with Object.assign or `target[key] = value` turns that own "__proto__" into a prototype
 // swap (so the mappers write keys that come from users with Object.defineProperty:
-// `defineKey` in services/decision/json-value.ts, and look up only own properties or fixed
+// `defineKey` in lib/decision-types/json-value.ts, and look up only own properties or fixed
 // field names), and recursive code
 // (JSON.stringify, protobuf conversion, template rendering) dies with a RangeError on JSON
 // nested a few thousand levels deep, which JSON.parse accepts (and spends seconds and

@@ -4,7 +4,8 @@ import { readFileSync } from "node:fs";
 import { Tokenizer } from "@huggingface/tokenizers";
 import * as ort from "onnxruntime-node";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type DecisionQuestionJson, renderDecisionPrompt as serviceRender } from "../services/decision/render.js";
+import type { DecisionQuestionJson } from "../lib/decision-types/registry.js";
+import { renderDecisionPrompt as serviceRender } from "../services/decision/render.js";
 // @ts-expect-error plain ESM module without types
 import { MASK, renderDecisionPrompt as trainingRender } from "./data-src/render.mjs";
 

@@ -1,8 +1,7 @@
 // A model's decision.json (docs/model-contract.md): read and checked once, so rendering and the
-// readout can rely on its shape.
-
-export type QuestionTypeName = "noul" | "choice" | "score";
-export const QUESTION_TYPE_NAMES: readonly QuestionTypeName[] = ["noul", "choice", "score"];
+// readout can rely on its shape. Each question type has a template, labels (checked by the
+// type's module) and a temperature.
+import { QUESTION_TYPE_NAMES, QUESTION_TYPES, type QuestionTypeName } from "../../lib/decision-types/registry.js";
 
 export interface DecisionConfig {
   version: number;
@@ -30,9 +29,9 @@ export function parseDecisionConfig(json: unknown): DecisionConfig {
   const config: DecisionConfig = {
     version,
     prefixTemplate,
-    questionTemplates: { noul: "", choice: "", score: "" },
-    labels: { noul: [], choice: [], score: [] },
-    temperatures: { noul: 1, choice: 1, score: 1 },
+    questionTemplates: perType(() => ""),
+    labels: perType((): string[] => []),
+    temperatures: perType(() => 1),
   };
   for (const type of QUESTION_TYPE_NAMES) {
     config.questionTemplates[type] = stringAt(templates[type], `question_templates.${type}`);
@@ -45,13 +44,15 @@ export function parseDecisionConfig(json: unknown): DecisionConfig {
       config.temperatures[type] = t;
     }
   }
-  if (config.labels.noul.length !== 2) {
-    throw new DecisionConfigError("decision.json: labels.noul must be [yes, no]");
-  }
-  if (config.labels.score.length < 2) {
-    throw new DecisionConfigError("decision.json: labels.score needs at least 2 labels");
+  for (const type of QUESTION_TYPES) {
+    const problem = type.checkLabels(config.labels[type.name]);
+    if (problem !== undefined) throw new DecisionConfigError(`decision.json: ${problem}`);
   }
   return config;
+}
+
+function perType<T>(initial: () => T): Record<QuestionTypeName, T> {
+  return Object.fromEntries(QUESTION_TYPE_NAMES.map((name) => [name, initial()])) as Record<QuestionTypeName, T>;
 }
 
 function objectAt(v: unknown, where: string): Record<string, unknown> {

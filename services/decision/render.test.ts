@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { DecisionConfigError, parseDecisionConfig } from "./config.js";
-import { DecisionRenderError, compileDecisionConfig, renderDecisionPrompt, valueToText } from "./render.js";
+import { DecisionRenderError, valueToText } from "../../lib/decision-types/question-type.js";
+import { compileDecisionConfig, renderDecisionPrompt } from "./render.js";
 
 const decisionJson = JSON.parse(readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"));
 const TAIL = "<|im_end|>\n<|im_start|>assistant\n";

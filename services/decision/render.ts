@@ -9,23 +9,9 @@
 // template's option list.
 import { Template, parse, tokenize } from "@huggingface/jinja";
 import type { JsonValue } from "@bufbuild/protobuf";
-import { parseDecisionConfig, type DecisionConfig, type QuestionTypeName } from "./config.js";
-
-/** A question in the API's JSON shape. */
-export type DecisionQuestionJson =
-  | { type: "noul"; instructions?: JsonValue; criteria?: NoulCriteriaJson | null }
-  | {
-      type: "choice";
-      instructions?: JsonValue;
-      /** `{option: description}` as in the API, or `[option, description]` pairs in order. */
-      criteria: { [option: string]: JsonValue } | ReadonlyArray<readonly [string, JsonValue | undefined]>;
-    }
-  | { type: "score"; instructions?: JsonValue; criteria: readonly string[] };
-
-export interface NoulCriteriaJson {
-  true?: JsonValue;
-  false?: JsonValue;
-}
+import { DecisionRenderError, type PlainQuestion, valueToText } from "../../lib/decision-types/question-type.js";
+import { QUESTION_TYPES, questionTypeNamed, type QuestionTypeName } from "../../lib/decision-types/registry.js";
+import { parseDecisionConfig, type DecisionConfig } from "./config.js";
 
 export interface RenderedPrompt {
   /** The rendered state: shared by every question of a request. */
@@ -41,70 +27,31 @@ export interface RenderedQuestion {
   labels: string[];
 }
 
-/** The question cannot be asked of this model (e.g. more options than it has labels). */
-export class DecisionRenderError extends Error {
-  override name = "DecisionRenderError";
-}
-
 /** decision.json with its templates parsed once. */
 export interface CompiledDecisionConfig {
   config: DecisionConfig;
   renderPrefix(state: JsonValue | undefined): string;
-  renderQuestion(question: DecisionQuestionJson): RenderedQuestion;
-}
-
-/** A JSON value as the model reads it: strings as they are, null/absent empty, else JSON. */
-export function valueToText(value: JsonValue | undefined): string {
-  if (value === undefined || value === null) return "";
-  if (typeof value === "string") return value;
-  return JSON.stringify(value);
+  /** A question of any registered type (DecisionQuestionJson in lib/decision-types/registry.ts). */
+  renderQuestion(question: PlainQuestion): RenderedQuestion;
 }
 
 export function compileDecisionConfig(decisionJson: unknown): CompiledDecisionConfig {
   const config = parseDecisionConfig(decisionJson);
   const prefix = compileTemplate(config.prefixTemplate);
-  const question: Record<QuestionTypeName, Template> = {
-    noul: compileTemplate(config.questionTemplates.noul),
-    choice: compileTemplate(config.questionTemplates.choice),
-    score: compileTemplate(config.questionTemplates.score),
-  };
+  const templates = new Map<QuestionTypeName, Template>(
+    QUESTION_TYPES.map((t) => [t.name, compileTemplate(config.questionTemplates[t.name])]),
+  );
   return {
     config,
     renderPrefix: (state) => prefix.render({ state: valueToText(state) }),
     renderQuestion(q) {
-      const instructions = valueToText(q.instructions);
-      switch (q.type) {
-        case "noul": {
-          const criteria = q.criteria ?? {};
-          return {
-            suffix: question.noul.render({
-              instructions,
-              true_description: valueToText(criteria.true),
-              false_description: valueToText(criteria.false),
-            }),
-            labels: [...config.labels.noul],
-          };
-        }
-        case "choice": {
-          const entries = Array.isArray(q.criteria)
-            ? (q.criteria as ReadonlyArray<readonly [string, JsonValue | undefined]>)
-            : Object.entries(q.criteria);
-          const labels = labelsFor(config.labels.choice, entries.length, "options of a choice question");
-          const options = entries.map(([name, description], i) => ({
-            label: labels[i],
-            name,
-            description: valueToText(description),
-          }));
-          return { suffix: question.choice.render({ instructions, options }), labels };
-        }
-        case "score": {
-          const labels = labelsFor(config.labels.score, q.criteria.length, "levels of a score question");
-          const levels = q.criteria.map((text, i) => ({ label: labels[i], text }));
-          return { suffix: question.score.render({ instructions, levels }), labels };
-        }
-        default:
-          throw new DecisionRenderError(`unknown question type ${JSON.stringify((q as { type: unknown }).type)}`);
+      const type = questionTypeNamed(q.type);
+      const template = type && templates.get(type.name);
+      if (type === undefined || template === undefined) {
+        throw new DecisionRenderError(`unknown question type ${JSON.stringify(q.type)}`);
       }
+      const { variables, labels } = type.render(q.criteria, config.labels[type.name]);
+      return { suffix: template.render({ instructions: valueToText(q.instructions), ...variables }), labels };
     },
   };
 }
@@ -116,7 +63,7 @@ const compiled = new WeakMap<object, CompiledDecisionConfig>();
  * at its answer slot. `decisionJson` is a model's parsed decision.json; its compiled templates are
  * cached per object.
  */
-export function renderDecisionPrompt(decisionJson: object, state: JsonValue | undefined, question: DecisionQuestionJson): RenderedPrompt {
+export function renderDecisionPrompt(decisionJson: object, state: JsonValue | undefined, question: PlainQuestion): RenderedPrompt {
   let c = compiled.get(decisionJson);
   if (c === undefined) {
     c = compileDecisionConfig(decisionJson);
@@ -130,11 +77,4 @@ function compileTemplate(source: string): Template {
   // The lexer drops one final newline (as jinja2 does by default); the extra one keeps the text's own.
   template.parsed = parse(tokenize(`${source}\n`, { lstrip_blocks: false, trim_blocks: false }));
   return template;
-}
-
-function labelsFor(available: readonly string[], count: number, what: string): string[] {
-  if (count > available.length) {
-    throw new DecisionRenderError(`this model supports at most ${available.length} ${what}, got ${count}`);
-  }
-  return available.slice(0, count);
 }

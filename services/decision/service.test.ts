@@ -15,7 +15,7 @@ import { InferenceService, ScoreRequestSchema } from "../../gen/tessera/inferenc
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { parseDecisionRequest } from "../../gateway/mappers/decision.js";
 import { silentLogger } from "../../lib/logger.js";
-import { softmax } from "./probabilities.js";
+import { softmax } from "../../lib/decision-types/probabilities.js";
 import { decisionRoutes } from "./server.js";
 import { fakeInference, fakeRegistry, type FakeInference } from "../../test/helpers/decision-doubles.js";
 

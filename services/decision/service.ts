@@ -5,7 +5,6 @@ import {
   type DecisionService,
   DecisionUsageSchema,
   IdentifiedAnswerSchema,
-  QuestionType,
   ValidationFailureSchema,
   type Answer,
   type DecideRequest,
@@ -14,11 +13,11 @@ import {
 import type { InferenceService, ScoreResponse } from "../../gen/tessera/inference/v1/inference_pb.js";
 import type { RegistryService, ModelEntry } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { Logger } from "../../lib/logger.js";
+import { defineKey } from "../../lib/decision-types/json-value.js";
+import { DecisionRenderError } from "../../lib/decision-types/question-type.js";
+import type { Violation } from "../../lib/decision-types/rules.js";
 import { DecisionConfigError } from "./config.js";
-import { defineKey } from "./json-value.js";
-import { choiceFromLogits, noulFromLogits, scoreFromLogits } from "./probabilities.js";
-import { DecisionRenderError, compileDecisionConfig, type CompiledDecisionConfig } from "./render.js";
-import type { Violation } from "./rules.js";
+import { compileDecisionConfig, type CompiledDecisionConfig } from "./render.js";
 import { checkDecideRequest, type CheckedQuestion } from "./validate.js";
 
 export interface DecisionDeps {
@@ -65,7 +64,7 @@ export function createDecisionService(deps: DecisionDeps): ServiceImpl<typeof De
       const prefix = compiled.renderPrefix(checked.state);
       const suffixes = checked.questions.map(({ id, question }) => {
         try {
-          return { ...compiled.renderQuestion(question), type: question.type };
+          return compiled.renderQuestion(question);
         } catch (err) {
           if (err instanceof DecisionRenderError) {
             throw validationError([{ loc: ["body", "questions", id, "criteria"], msg: err.message, type: "value_error" }]);
@@ -86,9 +85,9 @@ export function createDecisionService(deps: DecisionDeps): ServiceImpl<typeof De
       checkScores(scores, suffixes, checked.questions, model.maxPositions, req.model);
 
       const answers: { [id: string]: Answer } = {};
-      const answerList = checked.questions.map(({ id, question }, i) => {
+      const answerList = checked.questions.map(({ id, type, question }, i) => {
         const logits = scores.results[i]!.logits;
-        const answer = answerOf(question, logits, compiled);
+        const answer = create(AnswerSchema, type.answer(question.criteria, logits, compiled.config.temperatures[type.name]));
         defineKey(answers, id, answer);
         return create(IdentifiedAnswerSchema, { id, answer });
       });
@@ -158,44 +157,6 @@ function checkScores(
       );
     }
   });
-}
-
-function answerOf(question: CheckedQuestion["question"], logits: number[], compiled: CompiledDecisionConfig): Answer {
-  const t = compiled.config.temperatures;
-  switch (question.type) {
-    case "noul":
-      return create(AnswerSchema, {
-        type: QuestionType.NOUL,
-        result: { case: "noul", value: noulFromLogits(logits, t.noul) },
-      });
-    case "choice": {
-      const names = Array.isArray(question.criteria)
-        ? (question.criteria as ReadonlyArray<readonly [string, unknown]>).map(([name]) => name)
-        : Object.keys(question.criteria);
-      const r = choiceFromLogits(logits, t.choice);
-      return create(AnswerSchema, {
-        type: QuestionType.CHOICE,
-        result: {
-          case: "choice",
-          value: {
-            choice: names[r.index]!,
-            probabilities: r.probabilities.map((probability, i) => ({ option: names[i]!, probability })),
-            confidence: r.confidence,
-          },
-        },
-      });
-    }
-    case "score": {
-      const r = scoreFromLogits(logits, t.score);
-      return create(AnswerSchema, {
-        type: QuestionType.SCORE,
-        result: {
-          case: "score",
-          value: { score: r.score, legend: [...question.criteria], probabilities: r.probabilities, confidence: r.confidence },
-        },
-      });
-    }
-  }
 }
 
 /** InvalidArgument with every problem as a ValidationFailure detail (the gateway answers 422). */

@@ -12,7 +12,7 @@ import { parseDecisionRequest } from "../../gateway/mappers/decision.js";
 import { silentLogger } from "../../lib/logger.js";
 import { loadModelPool, type ModelPool } from "../inference/model-pool.js";
 import { createInferenceService } from "../inference/service.js";
-import { softmax } from "./probabilities.js";
+import { softmax } from "../../lib/decision-types/probabilities.js";
 import { decisionRoutes } from "./server.js";
 import { DEFAULT_CATALOG, fakeRegistry } from "../../test/helpers/decision-doubles.js";
 

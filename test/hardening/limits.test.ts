@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_IMAGE_URL_CHARS, MAX_MESSAGE_CHARS, MAX_MESSAGES } from "../../gateway/mappers/chat.js";
 import { MAX_JSON_DEPTH } from "../../lib/safe-json.js";
-import { MAX_JSON_DEPTH as MAX_STATE_DEPTH, MAX_QUESTIONS, MAX_STATE_CHARS } from "../../services/decision/rules.js";
+import { MAX_JSON_DEPTH as MAX_STATE_DEPTH, MAX_QUESTIONS, MAX_STATE_CHARS } from "../../lib/decision-types/rules.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 import { rawExchange } from "./http-client.js";
 import { REQUEST_ID } from "./shapes.js";
