@@ -88,7 +88,7 @@ class LmdbBucket<T> implements KvBucket<T> {
 
   constructor(
     readonly name: string,
-    private readonly db: Database<Stored, string>,
+    private readonly database: Database<Stored, string>,
     private readonly ttlMs: number | undefined,
     private readonly clock: () => number,
     private readonly revisions: { last: number },
@@ -98,6 +98,16 @@ class LmdbBucket<T> implements KvBucket<T> {
       this.sweepTimer = setInterval(() => void this.sweep(), sweepIntervalMs ?? Math.min(ttlMs, 600_000));
       this.sweepTimer.unref();
     }
+  }
+
+  /**
+   * The bucket's database while the store is open. A read after close would leave lmdb-js a
+   * read-transaction reset timer on the closed environment, which throws from a timer (an
+   * uncaught exception): work still running at shutdown gets this error instead.
+   */
+  private get db(): Database<Stored, string> {
+    if (this.stopped) throw new Error(`store bucket ${this.name}: the store is closed`);
+    return this.database;
   }
 
   stop(): void {
