@@ -6,16 +6,13 @@ import { Worker } from "node:worker_threads";
 
 /**
  * Starts the worker thread whose entry point is `name` (without extension) in the folder of
- * `from` (a module's `import.meta.url`; default this folder): the
- * built `.js` file, or under tsx or vitest the TypeScript source through tsx (Node 20 does not
- * apply a worker's `--import tsx` hooks to its entry point, so a small bootstrap registers
- * tsx's ESM hooks and then imports the source).
+ * `from` (a module's `import.meta.url`; default this folder): the built `.js` file, or under
+ * tsx or vitest the TypeScript source through tsx-worker-bootstrap.mjs.
  */
 export function startModuleWorker(name: string, workerData: unknown, from: string = import.meta.url): Worker {
   if (!from.endsWith(".ts")) return new Worker(new URL(`./${name}.js`, from), { workerData });
   const entry = new URL(`./${name}.ts`, from).href;
-  const bootstrap = `import(${JSON.stringify(tsxEsmApi())}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); });`;
-  return new Worker(bootstrap, { eval: true, workerData, execArgv: [] });
+  return new Worker(new URL("./tsx-worker-bootstrap.mjs", import.meta.url), { argv: [tsxEsmApi(), entry], workerData, execArgv: [] });
 }
 
 /** The file URL of tsx's `tsx/esm/api` (ESM build), from its package's exports. */

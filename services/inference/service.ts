@@ -21,7 +21,9 @@ import { StopMatcher } from "./decoder/reply-text.js";
 import { withConnectErrors } from "./connect-errors.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
 import { InvalidRequest, ModelNotServed, PromptTooLong } from "./engine-errors.js";
-import { DEFAULT_GRAMMAR_OPTIONS, grammarsForModel, type GrammarOptions } from "./grammar/model-grammars.js";
+import { grammarWorkerFor } from "./grammar/grammar-client.js";
+import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "./grammar/model-grammars.js";
+import { bannedTokenIds } from "./decoder/unmask.js";
 import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
 import type { ModelPool } from "./model-pool.js";
 import { stepEvent } from "./denoise-event.js";
@@ -71,12 +73,15 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     const spec = grammarSpecOf(prompt, input);
     if (spec === undefined) return undefined;
     const { vocabSize, eosTokenId } = engine.decode;
-    const grammars = await grammarsForModel(engine.model.dir, vocabSize, eosTokenId, {
-      ...grammarOptions,
+    const worker = grammarWorkerFor(engine.model.dir, vocabSize, eosTokenId, grammarOptions);
+    const thinking = prompt.parser.thinking && prompt.parser.forcedTool === undefined;
+    const sequence = await sequenceGrammar(worker, spec, engine.model.tokenizer, {
+      thinking,
+      threshold: engine.threshold,
+      vocab: vocabSize,
+      banned: bannedTokenIds(engine.decode),
       onCompile: (seconds) => engine.metrics?.grammarCompileSeconds.observe({ model: engine.name }, seconds),
     });
-    const thinking = prompt.parser.thinking && prompt.parser.forcedTool === undefined;
-    const sequence = await sequenceGrammar(grammars, spec, engine.model.tokenizer, { thinking, threshold: engine.threshold });
     engine.metrics?.constrainedRequests.inc({ model: engine.name, kind: spec.kind });
     return sequence;
   }
@@ -176,7 +181,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
         req.rawPrompt === undefined ? await chatGeneration(req, engine, ctx.signal) : await rawGeneration(req, engine, req.rawPrompt);
       const context = engine.decode.maxPositions;
       if (ids.length >= context) {
-        grammar?.state.dispose();
+        grammar?.dispose();
         throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
       }
       const maxTokens = effectiveMaxTokens(options?.maxTokens ?? 0, ids.length, context);
@@ -199,7 +204,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
           options?.includeDenoising ?? false,
         );
       } catch (err) {
-        grammar?.state.dispose();
+        grammar?.dispose();
         throw err;
       }
 

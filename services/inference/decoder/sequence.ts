@@ -140,7 +140,7 @@ export class Sequence {
       this.openBlock(params.prompt.slice(this.promptBlocks));
     }
     this.firstBlockStart = this.blockStart;
-    if (params.grammar !== undefined) this.span = new ConstrainedSpan(params.grammar, this.banned, model.vocabSize);
+    if (params.grammar !== undefined) this.span = new ConstrainedSpan(params.grammar);
   }
 
   /**
@@ -165,7 +165,7 @@ export class Sequence {
     if (this.span === undefined || !this.span.active || this.done) return;
     if (out.logits === undefined) throw new Error("a constrained step needs the logits");
     // With a logits shift a position's prediction is the row before it.
-    await this.span.step(out.logits, row * seq + (this.pendingClean?.length ?? 0) - this.shift, this.masked);
+    await this.span.step(out.logits, row * seq + (this.pendingClean?.length ?? 0) - this.shift, this.masked, this.model.vocabSize);
   }
 
   /** Whether this step decodes under the grammar (constrainStep has work to do). */
@@ -391,9 +391,10 @@ export class Sequence {
    * While the reply thinks freely: an end of turn becomes the end of the thinking span (a
    * constrained reply must still give its answer), and once `</think>` is committed with
    * nothing masked before it, the constraint opens. The tokens already committed after it
-   * in this block are checked by the grammar in order; from the first it refuses (or the
-   * first masked one) the rest of the block is masked again, so the constrained span is
-   * decoded from its frontier like any other.
+   * in this block are masked again and handed to the grammar, which commits them back before
+   * the next forward (jump-forward) up to the first it refuses; the constrained span is then
+   * decoded from its frontier like any other. (The grammar may live on its worker thread, so
+   * it answers only in the asynchronous hooks around the forward.)
    */
   private openConstraint(): void {
     const span = this.span!;
@@ -413,8 +414,8 @@ export class Sequence {
     if (close < 0) return;
     const after: number[] = [];
     for (let j = close + 1; j < this.block.length && !this.masked[j]; j++) after.push(this.block[j]!);
-    const accepted = span.open(after);
-    for (let j = close + 1 + accepted; j < this.block.length; j++) {
+    span.open(after);
+    for (let j = close + 1; j < this.block.length; j++) {
       this.block[j] = this.model.maskTokenId;
       this.masked[j] = true;
     }

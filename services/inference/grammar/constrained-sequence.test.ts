@@ -8,6 +8,7 @@ import { buildPolicy } from "../decoder/policies/registry.js";
 import { StopMatcher } from "../decoder/reply-text.js";
 import { type DecodeModel, Sequence } from "../decoder/sequence.js";
 import type { GrammarState } from "./frontier-rule.js";
+import { localSequenceGrammar } from "./local-grammar.js";
 
 const V = 16;
 const MASK = 15;
@@ -94,12 +95,7 @@ function sequence(state: LanguageState, options: { prompt?: number[]; freeUntil?
     policy: buildPolicy("threshold(0.9)"),
     stops: new StopMatcher([]),
     decode,
-    grammar: {
-      state,
-      encode,
-      threshold: options.threshold ?? 0.9,
-      ...(options.freeUntil !== undefined ? { freeUntil: options.freeUntil } : {}),
-    },
+    grammar: localSequenceGrammar(state, encode, { threshold: options.threshold ?? 0.9, vocab: V, banned: [MASK, PAD] }, options.freeUntil),
   });
 }
 
@@ -153,15 +149,17 @@ describe("a Sequence under a grammar", () => {
     const state = new LanguageState(["ab"]);
     const seq = sequence(state, { prompt: [6], freeUntil: THINK_END });
     expect(seq.wantsLogits).toBe(false);
-    // Free step (the policy): "c", </think>, "a", "d" all confident.
+    // Free step (the policy): "c", </think>, "a", "d" all confident. What follows </think> is
+    // masked again and handed to the grammar.
     let r = await step(seq, { 1: [2, SURE], 2: [THINK_END, SURE], 3: [0, SURE], 4: [3, SURE] });
     expect(r.finished).toBeUndefined();
-    expect(state.accepted).toEqual([0]);
-    expect(block(seq).masked).toEqual([false, false, false, false, true, true, true, true]);
+    expect(block(seq).masked).toEqual([false, false, false, true, true, true, true, true]);
     expect(seq.wantsLogits).toBe(true);
-    // "b" and the end are forced: the reply ends before any forward.
+    // Before the next forward the grammar takes "a" back and refuses "d"; "b" and the end are
+    // forced: the reply ends before any forward.
     r = await seq.prepareStep();
-    expect(r.finished).toMatchObject({ reason: "stop", text: "cmab" });
+    expect(state.accepted).toEqual([0, 1, EOS]);
+    expect(r.finished).toMatchObject({ reason: "stop", text: "cmab", grammar: { tokens: 3, forced: 2 } });
   });
 
   it("an end of turn while thinking becomes </think>", async () => {

@@ -1,4 +1,4 @@
-import { commitAtFrontier, commitForced, type FrontierCommit } from "./frontier-rule.js";
+import type { FrontierCommit } from "./frontier-rule.js";
 import type { GrammarReport, SequenceGrammar } from "./sequence-grammar.js";
 
 /**
@@ -10,16 +10,11 @@ export class ConstrainedSpan {
   active: boolean;
   readonly report: GrammarReport = { tokens: 0, forced: 0, steps: 0, ms: 0, deadEnd: false };
   private commits: { index: number; token: number }[] | undefined;
-  private readonly banned: Uint8Array;
+  /** Tokens committed after `</think>` when the constraint opened, offered to the grammar next. */
+  private replay: number[] = [];
 
-  constructor(
-    private readonly grammar: SequenceGrammar,
-    banned: Uint8Array,
-    private readonly vocab: number,
-  ) {
+  constructor(private readonly grammar: SequenceGrammar) {
     this.active = grammar.freeUntil === undefined;
-    this.banned = banned.slice();
-    for (const id of grammar.banned ?? []) if (id >= 0 && id < vocab) this.banned[id] = 1;
   }
 
   get freeUntil(): number | undefined {
@@ -29,33 +24,30 @@ export class ConstrainedSpan {
   /**
    * The frontier rule over one forward's logits: `masked` are the current block's flags
    * (every position from the frontier on is masked), `blockOffset` the row slot of its
-   * first position. The commits are kept for `take`.
+   * first position, `vocab` the logits' row width. The commits are kept for `take`.
    */
-  async step(logits: Float32Array, blockOffset: number, masked: readonly boolean[]): Promise<void> {
+  async step(logits: Float32Array, blockOffset: number, masked: readonly boolean[], vocab: number): Promise<void> {
     const frontier = masked.indexOf(true);
     if (!this.active || frontier < 0) return;
     const offsets: number[] = [];
-    for (let j = frontier; j < masked.length; j++) offsets.push((blockOffset + j) * this.vocab);
+    for (let j = frontier; j < masked.length; j++) offsets.push((blockOffset + j) * vocab);
     const started = performance.now();
-    const commit = await commitAtFrontier(this.grammar.state, {
-      logits,
-      offsets,
-      vocab: this.vocab,
-      banned: this.banned,
-      threshold: this.grammar.threshold,
-      encode: this.grammar.encode,
-    });
+    const commit = await this.grammar.step(logits, offsets);
     this.record(commit, started, true);
     this.commits = commit.tokens.map((token, i) => ({ index: frontier + i, token }));
   }
 
-  /** Forced continuations at the frontier, committed without a forward (a block just opened). */
+  /**
+   * Before a forward: the tokens kept from the thinking span's end that the grammar accepts,
+   * then forced continuations at the frontier, all committed without a forward.
+   */
   async jumpForward(masked: readonly boolean[]): Promise<{ index: number; token: number }[]> {
     const frontier = masked.indexOf(true);
     if (!this.active || frontier < 0) return [];
+    const replay = this.replay;
+    this.replay = [];
     const started = performance.now();
-    const out: FrontierCommit = { tokens: [], forced: 0, deadEnd: false };
-    await commitForced(this.grammar.state, this.grammar.encode, this.vocab, masked.length - frontier, out);
+    const out = await this.grammar.forced(masked.length - frontier, replay);
     this.record(out, started, false);
     return out.tokens.map((token, i) => ({ index: frontier + i, token }));
   }
@@ -68,23 +60,17 @@ export class ConstrainedSpan {
   }
 
   /**
-   * Opens the constraint after the thinking span: `tokens` are the reply's committed tokens
-   * after `</think>` up to the first masked position. Returns how many of them the grammar
-   * accepts; the caller masks the rest again.
+   * Opens the constraint after the thinking span. `after` are the reply's committed tokens
+   * after `</think>` up to the first masked position: the caller masks them again, and the
+   * next jump-forward commits them back as far as the grammar accepts them.
    */
-  open(tokens: readonly number[]): number {
+  open(after: readonly number[]): void {
     this.active = true;
-    let accepted = 0;
-    for (const token of tokens) {
-      if (this.grammar.state.terminated() || !this.grammar.state.accept(token)) break;
-      accepted++;
-    }
-    this.report.tokens += accepted;
-    return accepted;
+    this.replay = [...after];
   }
 
   dispose(): void {
-    this.grammar.state.dispose();
+    this.grammar.dispose();
   }
 
   private record(commit: FrontierCommit, started: number, step: boolean): void {

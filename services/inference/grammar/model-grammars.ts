@@ -1,5 +1,3 @@
-import { readFile } from "node:fs/promises";
-import path from "node:path";
 import { checkSpec, grammarSource, specKey, type GrammarSpec } from "./grammar-spec.js";
 import { SchemaError, type SchemaLimits } from "./schema-check.js";
 import { grammarTokenBytes, grammarVocab } from "./vocab.js";
@@ -20,8 +18,8 @@ export const DEFAULT_GRAMMAR_OPTIONS: GrammarOptions = { cacheSize: 64, compileB
 /**
  * The grammars of one model: XGrammar's TokenizerInfo and compiler for its vocabulary, and a
  * bounded LRU of compiled grammars, one per distinct spec (a client that sends the same schema
- * every time compiles it once). Compiling runs XGrammar's WASM on this thread: measured on the
- * bundled model's 8,192-token vocabulary, 20–300 ms (bench/grammar.ts), once per distinct grammar.
+ * every time compiles it once). It runs on the grammar worker (grammar-worker.ts): a compile
+ * takes 20 ms to seconds (bench/grammar.ts), once per distinct grammar.
  */
 export class ModelGrammars {
   private readonly compiled = new Map<string, CompiledGrammar>();
@@ -46,8 +44,11 @@ export class ModelGrammars {
     return new ModelGrammars(xgrammar, compiler, vocabSize, eosTokenId, grammarTokenBytes(vocab), options);
   }
 
-  /** The compiled grammar of `spec`; SchemaError when the spec cannot be enforced. */
-  async compile(spec: GrammarSpec): Promise<CompiledGrammar> {
+  /**
+   * The compiled grammar of `spec`; SchemaError when the spec cannot be enforced. `observe`
+   * gets the compile's duration in seconds when this call compiled it (not a cached one).
+   */
+  async compile(spec: GrammarSpec, observe?: (seconds: number) => void): Promise<CompiledGrammar> {
     const key = specKey(spec);
     const hit = this.compiled.get(key);
     if (hit !== undefined) {
@@ -59,7 +60,7 @@ export class ModelGrammars {
     if (refusal !== undefined) throw new SchemaError(refusal);
     let job = this.pending.get(key);
     if (job === undefined) {
-      job = this.compileNew(key, spec).finally(() => this.pending.delete(key));
+      job = this.compileNew(key, spec, observe).finally(() => this.pending.delete(key));
       this.pending.set(key, job);
     }
     return job;
@@ -74,7 +75,7 @@ export class ModelGrammars {
     return this.compiled.size;
   }
 
-  private async compileNew(key: string, spec: GrammarSpec): Promise<CompiledGrammar> {
+  private async compileNew(key: string, spec: GrammarSpec, observe?: (seconds: number) => void): Promise<CompiledGrammar> {
     checkSpec(spec, this.options.limits);
     const started = performance.now();
     let compiled: CompiledGrammar;
@@ -92,6 +93,7 @@ export class ModelGrammars {
     }
     const ms = performance.now() - started;
     this.options.onCompile?.(ms / 1000);
+    observe?.(ms / 1000);
     if (ms > this.options.compileBudgetMs) {
       compiled.dispose();
       const message = `the schema took ${Math.round(ms)} ms to compile into a grammar, over the budget of ${this.options.compileBudgetMs} ms (TESSERA_GRAMMAR_COMPILE_BUDGET_MS)`;
@@ -112,20 +114,4 @@ export class ModelGrammars {
     this.refused.set(key, message);
     while (this.refused.size > this.options.cacheSize) this.refused.delete(this.refused.keys().next().value as string);
   }
-}
-
-const byDir = new Map<string, Promise<ModelGrammars>>();
-
-/** The grammars of the model in `dir` (created once per directory, on first use). */
-export function grammarsForModel(dir: string, vocabSize: number, eosTokenId: number, options: GrammarOptions): Promise<ModelGrammars> {
-  const key = path.resolve(dir);
-  let found = byDir.get(key);
-  if (found === undefined) {
-    found = readFile(path.join(key, "tokenizer.json"), "utf8").then((text) =>
-      ModelGrammars.create(JSON.parse(text), vocabSize, eosTokenId, options),
-    );
-    found.catch(() => byDir.delete(key));
-    byDir.set(key, found);
-  }
-  return found;
 }

@@ -3,11 +3,8 @@ import type { ChatInput, ChatPrompt } from "../chat-prompt.js";
 import { InvalidRequest } from "../engine-errors.js";
 import type { TextTokenizer } from "../tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
-import { MatcherState } from "./matcher-state.js";
-import type { ModelGrammars } from "./model-grammars.js";
-import type { CompiledGrammar } from "./xgrammar.js";
+import type { GrammarWorker } from "./grammar-client.js";
 import { SchemaError } from "./schema-check.js";
-import { Utf8CheckedState } from "./utf8-state.js";
 import type { SequenceGrammar } from "./sequence-grammar.js";
 
 /**
@@ -43,30 +40,33 @@ function findTool(tools: readonly ToolDefinition[], name: string): ToolDefinitio
 const UNGUESSED_TAGS = ["<think>", "</think>", "</tool_call>", "<tool_response>", "</tool_response>"];
 
 /**
- * Compiles (or finds cached) the grammar of `spec` and starts a matcher for one reply. A
- * schema the grammar cannot enforce is refused with InvalidArgument naming the problem.
+ * Starts the grammar of `spec` for one reply on the model's grammar worker (compiled there, or
+ * found cached). A schema the grammar cannot enforce is refused with InvalidRequest naming the
+ * problem.
  */
 export async function sequenceGrammar(
-  grammars: ModelGrammars,
+  worker: GrammarWorker,
   spec: GrammarSpec,
   tokenizer: TextTokenizer,
-  options: { thinking: boolean; threshold: number },
+  options: {
+    thinking: boolean;
+    threshold: number;
+    vocab: number;
+    /** The model's tokens that are never a reply token (mask, pad). */
+    banned: readonly number[];
+    onCompile?: (seconds: number) => void;
+  },
 ): Promise<SequenceGrammar> {
-  let compiled: CompiledGrammar;
+  const tags = UNGUESSED_TAGS.map((tag) => tokenizer.tokenId(tag)).filter((id) => id !== undefined);
+  const rules = { threshold: options.threshold, vocab: options.vocab, banned: [...options.banned, ...tags] };
+  const freeUntil = options.thinking ? tokenizer.tokenId("</think>") : undefined;
   try {
-    compiled = await grammars.compile(spec);
+    return await worker.start(spec, rules, {
+      ...(freeUntil !== undefined ? { freeUntil } : {}),
+      ...(options.onCompile !== undefined ? { onCompile: options.onCompile } : {}),
+    });
   } catch (err) {
     if (err instanceof SchemaError) throw new InvalidRequest(err.message);
     throw err;
   }
-  const state = new Utf8CheckedState(new MatcherState(await grammars.matcher(compiled)), grammars.tokenBytes);
-  const thinkEnd = options.thinking ? tokenizer.tokenId("</think>") : undefined;
-  const banned = UNGUESSED_TAGS.map((tag) => tokenizer.tokenId(tag)).filter((id) => id !== undefined);
-  return {
-    state,
-    encode: tokenizer.encode,
-    threshold: options.threshold,
-    banned,
-    ...(thinkEnd !== undefined ? { freeUntil: thinkEnd } : {}),
-  };
 }
