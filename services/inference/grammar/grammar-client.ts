@@ -101,17 +101,17 @@ export class GrammarWorker {
 const byDir = new Map<string, GrammarWorker>();
 
 /** The grammar worker of the model in `dir` (one per directory, started on first use). */
-export function grammarWorkerFor(
-  dir: string,
-  vocabSize: number,
-  eosTokenId: number,
-  options: GrammarOptions,
-): GrammarWorker {
+export function grammarWorkerFor(dir: string, vocabSize: number, eosTokenId: number, options: GrammarOptions): GrammarWorker {
   const key = path.resolve(dir);
   let found = byDir.get(key);
   if (found === undefined) {
     const { cacheSize, compileBudgetMs, limits } = options;
-    found = new GrammarWorker({ dir: key, vocabSize, eosTokenId, options: { cacheSize, compileBudgetMs, ...(limits !== undefined ? { limits } : {}) } });
+    found = new GrammarWorker({
+      dir: key,
+      vocabSize,
+      eosTokenId,
+      options: { cacheSize, compileBudgetMs, ...(limits !== undefined ? { limits } : {}) },
+    });
     byDir.set(key, found);
   }
   return found;

@@ -29,13 +29,13 @@ export type GrammarRequest =
   | { id: number; op: "forced"; handle: number; room: number; replay: number[] }
   | { id: number; op: "dispose"; handle: number };
 
-export type GrammarReply =
-  | { id: number; ok: true; value: unknown }
-  | { id: number; ok: false; schema: boolean; message: string };
+export type GrammarReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; schema: boolean; message: string };
 
 async function load(data: GrammarWorkerData) {
   const [tokenizerJson, tokenizerConfig] = await Promise.all(
-    ["tokenizer.json", "tokenizer_config.json"].map(async (name) => JSON.parse(await readFile(path.join(data.dir, name), "utf8")) as object),
+    ["tokenizer.json", "tokenizer_config.json"].map(
+      async (name) => JSON.parse(await readFile(path.join(data.dir, name), "utf8")) as object,
+    ),
   );
   const tokenizer = createTextTokenizer(tokenizerJson!, tokenizerConfig!);
   const grammars = await ModelGrammars.create(tokenizerJson, data.vocabSize, data.eosTokenId, data.options);

@@ -11,8 +11,7 @@ export function localSequenceGrammar(
   const banned = new Uint8Array(rules.vocab);
   for (const id of rules.banned) if (id >= 0 && id < rules.vocab) banned[id] = 1;
   return {
-    step: (logits, offsets) =>
-      commitAtFrontier(state, { logits, offsets, vocab: rules.vocab, banned, threshold: rules.threshold, encode }),
+    step: (logits, offsets) => commitAtFrontier(state, { logits, offsets, vocab: rules.vocab, banned, threshold: rules.threshold, encode }),
     async forced(room, replay) {
       const out: ForcedCommit = { tokens: [], forced: 0, deadEnd: false, replayed: 0 };
       for (const token of replay) {
