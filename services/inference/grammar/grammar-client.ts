@@ -63,7 +63,7 @@ export class GrammarWorker {
 
   private running(): Worker {
     if (this.worker !== undefined) return this.worker;
-    const started = startModuleWorker("grammar/grammar-worker", { ...this.data, mark: GRAMMAR_WORKER_MARK });
+    const started = startModuleWorker("grammar-worker", { ...this.data, mark: GRAMMAR_WORKER_MARK }, import.meta.url);
     started.on("message", (reply: GrammarReply) => {
       const p = this.pending.get(reply.id);
       if (p === undefined) return;
