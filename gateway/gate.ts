@@ -22,7 +22,8 @@ export interface SettleUsage {
  * - `kind`: the quota drawn on; `UNSPECIFIED` counts against the per-minute rate only.
  * - `hold`: tokens reserved when the call is admitted, before the endpoint runs (0: the
  *   quota must only have tokens left). `"handler"`: the endpoint admits itself once it knows
- *   its size (`ctx.admit`, e.g. after counting the prompt); the gate only authenticates.
+ *   its size (`ctx.admit`, e.g. after counting the prompt); the gate authenticates and
+ *   refuses a key whose quota has no token left, before the body is read.
  * - `usage`: the exact usage read from the result (a unary answer, or each event of a
  *   stream: the first that reports it is charged). Without it the endpoint settles itself
  *   (`ctx.settle`).
@@ -133,6 +134,15 @@ export function createGate({ accounting, logger }: GateDeps): Gate {
     }
   }
 
+  /**
+   * Before an endpoint that sizes its own hold reads its body: a key whose quota has no token
+   * left is refused here (429 insufficient_quota), so it causes no parsing or counting work.
+   * Counts nothing and reserves nothing (the endpoint's own admission does).
+   */
+  async function quotaLeft(call: GatedCall, kind: UsageKind): Promise<void> {
+    await accounting.admit({ keyId: call.principal!.keyId, requestId: call.requestId, kind, checkOnly: true });
+  }
+
   async function* settledStream<M>(call: GatedCall, charge: Charge<M>, events: AsyncIterable<M>): AsyncIterable<M> {
     try {
       for await (const event of events) {
@@ -149,8 +159,10 @@ export function createGate({ accounting, logger }: GateDeps): Gate {
     return async (call) => {
       const apiKey = bearerKey(call.authorization);
       if (apiKey === undefined) throw new MissingApiKey();
-      if (charge.hold === "handler") call.principal = await authenticate(apiKey);
-      else await admitBefore(call, apiKey, charge.kind, charge.hold);
+      if (charge.hold === "handler") {
+        call.principal = await authenticate(apiKey);
+        if (charge.kind !== UsageKind.UNSPECIFIED) await quotaLeft(call, charge.kind);
+      } else await admitBefore(call, apiKey, charge.kind, charge.hold);
       let result: R;
       try {
         result = await next(call);

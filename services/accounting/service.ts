@@ -30,6 +30,7 @@ import { RATE_BUCKET, type RateDecision, type RateLimiter, sharedRateLimiter } f
 import {
   accountInfo,
   emptyCounters,
+  reservedTokens,
   keyInfo,
   openBuckets,
   quotaKindFromProto,
@@ -129,6 +130,7 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
   /** Admit for a key and account already checked: a value when nothing had to wait, else a promise. */
   function admitWith(req: AdmitRequest, key: KeyRecord, account: AccountRecord): AdmitResponse | Promise<AdmitResponse> {
     const kind = requireKind(req.kind);
+    if (req.checkOnly) return checkQuotaLeft(req, account, kind);
     if (kind !== undefined) requireRequestId(req.requestId);
     const admission: Admission = { req, key, account, kind, reserve: toCount(req.reserveTokens, "reserve_tokens"), now: clock() };
     const limit = key.rpm || defaultRpm;
@@ -161,6 +163,19 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       if (!outcome.ok) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, outcome.available, reserve);
       return answer;
     });
+  }
+
+  /** Admit's check_only: refused when the quota has no token left (used plus held); nothing counted or reserved. */
+  async function checkQuotaLeft(req: AdmitRequest, account: AccountRecord, kind: QuotaKind | undefined): Promise<AdmitResponse> {
+    const answer = admitResponse(0, 0);
+    const quota = kind === undefined ? 0 : quotaOf(account, kind);
+    if (kind === undefined || quota <= 0) return answer;
+    const counters = (await guardStore(buckets.quotas.get(account.id)))?.value ?? emptyCounters();
+    const now = clock();
+    const used = kind === "text" ? counters.textUsed : counters.decisionUsed;
+    const available = Math.max(0, quota - used - reservedTokens(counters, now)[kind]);
+    if (available === 0) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, 0);
+    return answer;
   }
 
   const accountView = async (account: AccountRecord) =>
