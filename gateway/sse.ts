@@ -5,7 +5,8 @@ import type { ServerResponse } from "node:http";
  *
  * - `data: <json>\n\n` events, `data: [DONE]\n\n` at the end, or an error event
  *   `data: {"error": {…}}\n\n` and the end when something fails after the stream started
- *   (the OpenAI clients throw that error to their caller).
+ *   (the OpenAI clients throw that error to their caller). The Responses API's framing:
+ *   `event: <type>\ndata: <json>\n\n` events (`sendEvent`), and the end without `[DONE]`.
  * - Back-pressure: when the socket buffer is full, `send` waits for 'drain'. A client that
  *   reads nothing for `stallTimeoutMs` is dropped, so a stalled stream never holds a
  *   generation slot.
@@ -60,6 +61,10 @@ export interface SseWriter {
   done(): Promise<void>;
   /** Sends `data: {"error": error}` and ends the response. */
   fail(error: object): Promise<void>;
+  /** Sends one named event, `event: <name>` then its `data:` line (the Responses API's framing). */
+  sendEvent(name: string, data: unknown): Promise<boolean>;
+  /** Ends the response with nothing more (a stream whose last event says it is the last). */
+  finish(): Promise<void>;
 }
 
 export function createSseWriter(res: ServerResponse, options: SseWriterOptions = {}): SseWriter {
@@ -163,5 +168,7 @@ export function createSseWriter(res: ServerResponse, options: SseWriterOptions =
     send: (data: unknown) => write(`data: ${JSON.stringify(data)}\n\n`),
     done: () => end("data: [DONE]\n\n"),
     fail: (error: object) => end(`data: ${JSON.stringify({ error })}\n\n`),
+    sendEvent: (name: string, data: unknown) => write(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`),
+    finish: () => end(""),
   };
 }

@@ -9,6 +9,7 @@ import { modelRetrieveRoute } from "./model-retrieve.js";
 import { modelsRoute } from "./models.js";
 import { healthzRoute, metricsRoute, readyzRoute, type ReadinessCheck } from "./operations.js";
 import { playgroundRoutes } from "./playground.js";
+import { responsesRoute } from "./responses.js";
 import { systemoneRoute } from "./systemone.js";
 
 export interface RouteTableDeps {
@@ -34,6 +35,7 @@ export function createRoutes(deps: RouteTableDeps): Route[] {
     modelsRoute(deps),
     modelRetrieveRoute(deps),
     chatCompletionsRoute(deps),
+    responsesRoute(deps),
     systemoneRoute(deps),
     ...(deps.playground === false ? [] : playgroundRoutes()),
   ];
