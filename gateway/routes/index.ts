@@ -5,6 +5,7 @@ import type { InferenceFor } from "../../lib/inference-router.js";
 import type { Metrics } from "../../lib/metrics.js";
 import type { Route } from "../route.js";
 import { chatCompletionsRoute } from "./chat-completions.js";
+import { completionsRoute } from "./completions.js";
 import { modelRetrieveRoute } from "./model-retrieve.js";
 import { modelsRoute } from "./models.js";
 import { healthzRoute, metricsRoute, readyzRoute, type ReadinessCheck } from "./operations.js";
@@ -36,6 +37,7 @@ export function createRoutes(deps: RouteTableDeps): Route[] {
     modelRetrieveRoute(deps),
     chatCompletionsRoute(deps),
     responsesRoute(deps),
+    completionsRoute(deps),
     systemoneRoute(deps),
     ...(deps.playground === false ? [] : playgroundRoutes()),
   ];

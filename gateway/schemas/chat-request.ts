@@ -273,19 +273,21 @@ const MessagesSchema = z.array(ChatMessageSchema).superRefine((messages, ctx) =>
 
 // --- the request -------------------------------------------------------------------------------
 
-const StopSchema = z.union([z.string(), z.array(z.string())], { error: "a string or an array of strings" }).superRefine((stop, ctx) => {
-  if (typeof stop === "string") {
-    if (stop === "") refuse(ctx, "Invalid 'stop': a stop sequence must not be empty.", "invalid_value");
-    return;
-  }
-  if (stop.length > MAX_STOP_SEQUENCES) {
-    refuse(ctx, `Invalid 'stop': at most ${MAX_STOP_SEQUENCES} stop sequences are allowed, but got ${stop.length}.`, "invalid_value");
-    return;
-  }
-  stop.forEach((item, i) => {
-    if (item === "") refuse(ctx, `Invalid 'stop[${i}]': a stop sequence must not be empty.`, "invalid_value", [i]);
+export const StopSchema = z
+  .union([z.string(), z.array(z.string())], { error: "a string or an array of strings" })
+  .superRefine((stop, ctx) => {
+    if (typeof stop === "string") {
+      if (stop === "") refuse(ctx, "Invalid 'stop': a stop sequence must not be empty.", "invalid_value");
+      return;
+    }
+    if (stop.length > MAX_STOP_SEQUENCES) {
+      refuse(ctx, `Invalid 'stop': at most ${MAX_STOP_SEQUENCES} stop sequences are allowed, but got ${stop.length}.`, "invalid_value");
+      return;
+    }
+    stop.forEach((item, i) => {
+      if (item === "") refuse(ctx, `Invalid 'stop[${i}]': a stop sequence must not be empty.`, "invalid_value", [i]);
+    });
   });
-});
 
 const ResponseFormatSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("text") }),

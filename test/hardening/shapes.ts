@@ -146,6 +146,6 @@ export function checkAnyRoute(reply: Reply, path: string, method: string): strin
   const parsed = json(reply);
   if (typeof parsed === "string") return reply.status === 200 ? undefined : parsed;
   if (reply.status === 200) return undefined;
-  if (path.startsWith("/v1/chat/")) return openaiError(parsed.value);
+  if (path.startsWith("/v1/chat/") || path === "/v1/completions") return openaiError(parsed.value);
   return detailError(parsed.value, reply.status);
 }
