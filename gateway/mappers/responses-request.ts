@@ -13,8 +13,8 @@ import {
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { PARSE_OPTIONS, type RequestError, requestErrorOf } from "../schemas/request-errors.js";
 import {
-  messageText,
-  outputText,
+  messageTexts,
+  outputTexts,
   reasoningText,
   type ResponsesInputItem,
   type ResponsesRequest,
@@ -117,14 +117,14 @@ function messagesOf(request: ResponsesRequest): ChatMessage[] {
   for (const item of items) {
     switch (item.type) {
       case "message":
-        messages.push(message(ROLES[item.role], messageText(item.content)));
+        messages.push(create(ChatMessageSchema, { role: ROLES[item.role], content: messageTexts(item.content).map(textPart) }));
         break;
       case "function_call":
         assistantTurn().toolCalls.push(create(ToolCallSchema, { id: item.call_id, name: item.name, arguments: item.arguments || "{}" }));
         break;
       case "function_call_output":
         messages.push(
-          create(ChatMessageSchema, { role: Role.TOOL, toolCallId: item.call_id, content: [textPart(outputText(item.output))] }),
+          create(ChatMessageSchema, { role: Role.TOOL, toolCallId: item.call_id, content: outputTexts(item.output).map(textPart) }),
         );
         break;
       case "reasoning":

@@ -106,16 +106,18 @@ const InputItemSchema = z.preprocess(
 );
 export type ResponsesInputItem = z.infer<typeof InputItemSchema>;
 
-/** The text of a message's content, parts joined without separator. */
-export function messageText(content: z.infer<typeof MessageContentSchema>): string {
-  if (typeof content === "string") return content;
-  return content.map((part) => (part.type === "refusal" ? part.refusal : part.text)).join("");
+/** The texts of a message's content, one per part (a string is one part). */
+export function messageTexts(content: z.infer<typeof MessageContentSchema>): string[] {
+  if (typeof content === "string") return [content];
+  return content.map((part) => (part.type === "refusal" ? part.refusal : part.text));
 }
 
-/** The text of a function call's output. */
-export function outputText(output: z.infer<typeof FunctionCallOutputItemSchema>["output"]): string {
-  return typeof output === "string" ? output : output.map((part) => part.text).join("");
+/** The texts of a function call's output, one per part. */
+export function outputTexts(output: z.infer<typeof FunctionCallOutputItemSchema>["output"]): string[] {
+  return typeof output === "string" ? [output] : output.map((part) => part.text);
 }
+
+const sumLengths = (texts: string[]): number => texts.reduce((n, text) => n + text.length, 0);
 
 /** The thinking text of a reasoning item sent back: its content when present, else its summary. */
 export function reasoningText(item: z.infer<typeof ReasoningItemSchema>): string {
@@ -126,11 +128,11 @@ export function reasoningText(item: z.infer<typeof ReasoningItemSchema>): string
 function itemChars(item: ResponsesInputItem): number {
   switch (item.type) {
     case "message":
-      return messageText(item.content).length;
+      return sumLengths(messageTexts(item.content));
     case "function_call":
       return item.name.length + item.arguments.length;
     case "function_call_output":
-      return outputText(item.output).length;
+      return sumLengths(outputTexts(item.output));
     case "reasoning":
       return reasoningText(item).length;
     default:

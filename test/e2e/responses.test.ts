@@ -121,6 +121,18 @@ describe("responses: create", () => {
     });
     expect(items.usage!.input_tokens).toBe(chat.usage!.prompt_tokens);
     expect(messageText(items)).toBe(chat.choices[0]!.message.content);
+
+    // Several parts are several parts of one chat message (the engine joins them as chat's).
+    const parts = ["Weather?", "Paris, today."];
+    const split = await client.responses.create({
+      model: MODEL,
+      input: [{ role: "user", content: parts.map((text) => ({ type: "input_text", text })) }],
+    });
+    const splitChat = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: parts.map((text) => ({ type: "text", text })) }],
+    });
+    expect(split.usage!.input_tokens).toBe(splitChat.usage!.prompt_tokens);
   });
 
   it("max_output_tokens: status incomplete, incomplete_details.reason max_output_tokens", async () => {
