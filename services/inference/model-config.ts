@@ -153,6 +153,13 @@ function specialTokens(raw: unknown, source: string): ChatSpecialTokens {
     if (!Array.isArray(v) || v.length !== 2 || !v.every((t) => typeof t === "string" && t !== "")) {
       throw new Error(`${source}: "special_tokens.${key}" must be [open, close]`);
     }
+    // The grammar keeps "<" out of JSON strings, so a delimiter that starts with it (and has no
+    // other) can never occur inside a value, and the parser finds a partial one at the last "<".
+    for (const t of v as string[]) {
+      if (!t.startsWith("<") || t.indexOf("<", 1) >= 0) {
+        throw new Error(`${source}: "special_tokens.${key}": ${JSON.stringify(t)} must start with "<" and hold no other "<"`);
+      }
+    }
     return [v[0] as string, v[1] as string];
   };
   return { toolCall: pair("tool_call", DEFAULT_SPECIAL_TOKENS.toolCall), thinking: pair("thinking", DEFAULT_SPECIAL_TOKENS.thinking) };

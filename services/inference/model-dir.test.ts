@@ -95,6 +95,8 @@ describe("model directory", () => {
     expect(bad({ stop_token_ids: [config.vocab_size] })).toThrow(/stop_token_ids/);
     expect(bad({ decoding: { threshold: 2 } })).toThrow(/decoding.threshold/);
     expect(bad({ special_tokens: { thinking: ["<think>"] } })).toThrow(/special_tokens.thinking/);
+    expect(bad({ special_tokens: { tool_call: ["[TOOL_CALLS]", "[/TOOL_CALLS]"] } })).toThrow(/must start with "<"/);
+    expect(bad({ special_tokens: { tool_call: ["<call<", "</call>"] } })).toThrow(/no other "<"/);
   });
 
   it("refuses a directory whose model misses contract outputs or whose tokenizer disagrees", async () => {

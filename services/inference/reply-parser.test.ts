@@ -409,3 +409,29 @@ describe("reply parser: any split gives the same result", () => {
     );
   });
 });
+
+describe("the model's own delimiters (config special_tokens)", () => {
+  const tags = { toolCall: ["<|tool_call_begin|>", "<|tool_call_end|>"], thinking: ["<|think|>", "<|/think|>"] } as {
+    toolCall: [string, string];
+    thinking: [string, string];
+  };
+  const reply = 'mulling<|/think|>Sure.<|tool_call_begin|>{"name": "f", "arguments": {"a": 1}}<|tool_call_end|>';
+
+  it("splits thinking and extracts calls written with them, however the text is cut", () => {
+    fc.assert(
+      fc.property(fc.array(fc.nat(), { maxLength: 6 }), (cuts) => {
+        const r = parse(splitAt(reply, cuts), { thinking: true, tags });
+        expect(r.reasoning).toBe("mulling");
+        expect(r.content).toBe("Sure.");
+        expect(r.toolCalls).toEqual([{ index: 0, id: "call_1", name: "f", arguments: '{"a":1}' }]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("leaves the default spelling as text for a model that names other delimiters", () => {
+    const r = parse(['<tool_call>{"name": "f", "arguments": {}}</tool_call>'], { tags });
+    expect(r.toolCalls).toEqual([]);
+    expect(r.content).toBe('<tool_call>{"name": "f", "arguments": {}}</tool_call>');
+  });
+});

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { FirstJsonObject } from "./reply-json.js";
 import { TrimmedSink } from "./reply-sink.js";
+import { DEFAULT_SPECIAL_TOKENS, type ChatSpecialTokens } from "./model-config.js";
 import { ThinkSplitter } from "./reply-think.js";
 import { ToolCallExtractor } from "./reply-tool-calls.js";
 
@@ -53,6 +54,8 @@ export interface ReplyParserOptions {
   toolCalls?: boolean;
   /** Id generator for tool calls; default `call_` + 24 random alphanumerics. */
   newToolCallId?: () => string;
+  /** The model's delimiters (its config's `special_tokens`); default `<think>`…, `<tool_call>`…. */
+  tags?: ChatSpecialTokens;
 }
 
 export interface ReplyParser {
@@ -84,8 +87,10 @@ export function createReplyParser(options: ReplyParserOptions): ReplyParser {
   const json = options.jsonMode ? new FirstJsonObject((text) => content.write(text)) : null;
   const writeContent = (text: string): void => (json ? json.write(text) : content.write(text));
 
+  const tags = options.tags ?? DEFAULT_SPECIAL_TOKENS;
   const calls = new ToolCallExtractor({
     enabled: options.toolCalls ?? true,
+    tags: tags.toolCall,
     forcedTool: options.forcedTool,
     newId: options.newToolCallId ?? newToolCallId,
     onText: writeContent,
@@ -93,6 +98,7 @@ export function createReplyParser(options: ReplyParserOptions): ReplyParser {
   });
   const think = new ThinkSplitter({
     inThink: options.thinking && options.forcedTool === undefined,
+    tags: tags.thinking,
     onReasoning: (text) => reasoning.write(text),
     onReasoningEnd: () => reasoning.endSegment(),
     onBody: (text) => calls.write(text),

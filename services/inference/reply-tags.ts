@@ -1,11 +1,7 @@
 // The reply's tags (docs/model-contract.md) and scanning for them in text that arrives in pieces.
 
-export const THINK_OPEN = "<think>";
-export const THINK_CLOSE = "</think>";
-export const CALL_OPEN = "<tool_call>";
-export const CALL_CLOSE = "</tool_call>";
-export const THINK_TAGS = [THINK_OPEN, THINK_CLOSE];
-export const CALL_TAGS = [CALL_OPEN, CALL_CLOSE];
+/** A pair of delimiters as the model spells them (its config's `special_tokens`), e.g. `<think>`, `</think>`. */
+export type TagPair = readonly [open: string, close: string];
 
 interface TagHit {
   index: number;

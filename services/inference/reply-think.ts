@@ -1,4 +1,4 @@
-import { findFirstTag, partialTagStart, THINK_CLOSE, THINK_OPEN, THINK_TAGS } from "./reply-tags.js";
+import { findFirstTag, partialTagStart, type TagPair } from "./reply-tags.js";
 
 // Stage 1: thinking span -> reasoning; everything else -> body. The tags themselves are never
 // passed on: a stray `</think>` in the body (or a nested `<think>`) is dropped, so thinking
@@ -11,6 +11,8 @@ export class ThinkSplitter {
   constructor(
     private readonly sinks: {
       inThink: boolean;
+      /** The thinking span's delimiters. */
+      tags: TagPair;
       onReasoning(text: string): void;
       onReasoningEnd(): void;
       onBody(text: string): void;
@@ -22,18 +24,18 @@ export class ThinkSplitter {
   write(text: string): void {
     this.pending += text;
     for (;;) {
-      const hit = findFirstTag(this.pending, THINK_TAGS);
+      const hit = findFirstTag(this.pending, this.sinks.tags);
       if (hit === null) break;
       this.emit(this.pending.slice(0, hit.index));
       this.pending = this.pending.slice(hit.index + hit.tag.length);
-      if (hit.tag === THINK_CLOSE && this.inThink) {
+      if (hit.tag === this.sinks.tags[1] && this.inThink) {
         this.inThink = false;
         this.sinks.onReasoningEnd();
-      } else if (hit.tag === THINK_OPEN && !this.inThink) {
+      } else if (hit.tag === this.sinks.tags[0] && !this.inThink) {
         this.inThink = true;
       }
     }
-    const keep = partialTagStart(this.pending, THINK_TAGS);
+    const keep = partialTagStart(this.pending, this.sinks.tags);
     this.emit(this.pending.slice(0, keep));
     this.pending = this.pending.slice(keep);
   }

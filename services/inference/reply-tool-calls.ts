@@ -1,6 +1,6 @@
 import { JsonBalance } from "./reply-json.js";
 import type { ToolCallPiece } from "./reply-parser.js";
-import { CALL_CLOSE, CALL_OPEN, CALL_TAGS, findFirstTag, partialTagStart } from "./reply-tags.js";
+import { findFirstTag, partialTagStart, type TagPair } from "./reply-tags.js";
 
 // Stage 2: `<tool_call>…</tool_call>` spans -> tool calls; the rest -> text.
 
@@ -23,6 +23,8 @@ export class ToolCallExtractor {
   constructor(
     private readonly deps: {
       enabled: boolean;
+      /** The call's delimiters. */
+      tags: TagPair;
       forcedTool: string | undefined;
       newId: () => string;
       onText(text: string): void;
@@ -95,30 +97,30 @@ export class ToolCallExtractor {
       this.pending = "";
       return false;
     }
-    const open = this.pending.indexOf(CALL_OPEN);
+    const open = this.pending.indexOf(this.deps.tags[0]);
     if (open >= 0) {
       if (open > 0) this.deps.onText(this.pending.slice(0, open));
-      this.pending = this.pending.slice(open + CALL_OPEN.length);
+      this.pending = this.pending.slice(open + this.deps.tags[0].length);
       this.state = { kind: "call", body: "" };
       return true;
     }
-    const keep = partialTagStart(this.pending, [CALL_OPEN]);
+    const keep = partialTagStart(this.pending, [this.deps.tags[0]]);
     if (keep > 0) this.deps.onText(this.pending.slice(0, keep));
     this.pending = this.pending.slice(keep);
     return false;
   }
 
   private stepCall(state: { kind: "call"; body: string }): boolean {
-    const hit = findFirstTag(this.pending, CALL_TAGS);
+    const hit = findFirstTag(this.pending, this.deps.tags);
     if (hit === null) {
-      const keep = partialTagStart(this.pending, CALL_TAGS);
+      const keep = partialTagStart(this.pending, this.deps.tags);
       state.body += this.pending.slice(0, keep);
       this.pending = this.pending.slice(keep);
       return false;
     }
     const body = state.body + this.pending.slice(0, hit.index);
     this.pending = this.pending.slice(hit.index + hit.tag.length);
-    if (hit.tag === CALL_CLOSE) {
+    if (hit.tag === this.deps.tags[1]) {
       this.closeCall(body, true);
       this.state = { kind: "text" };
     } else {
@@ -132,7 +134,7 @@ export class ToolCallExtractor {
   private closeCall(body: string, closed: boolean): void {
     const call = parseToolCall(body);
     if (call === null) {
-      this.deps.onText(CALL_OPEN + body + (closed ? CALL_CLOSE : ""));
+      this.deps.onText(this.deps.tags[0] + body + (closed ? this.deps.tags[1] : ""));
       return;
     }
     this.sawCall = true;
@@ -145,8 +147,8 @@ export class ToolCallExtractor {
   }
 
   private stepForcedArgs(state: ForcedArgsState): boolean {
-    const close = this.pending.indexOf(CALL_CLOSE);
-    const scanEnd = close >= 0 ? close : partialTagStart(this.pending, [CALL_CLOSE]);
+    const close = this.pending.indexOf(this.deps.tags[1]);
+    const scanEnd = close >= 0 ? close : partialTagStart(this.pending, [this.deps.tags[1]]);
     for (let i = 0; i < scanEnd; i++) {
       const ch = this.pending[i]!;
       state.args += ch;
@@ -166,7 +168,7 @@ export class ToolCallExtractor {
       return false;
     }
     this.closeForcedArgs(state.args);
-    this.pending = this.pending.slice(close + CALL_CLOSE.length);
+    this.pending = this.pending.slice(close + this.deps.tags[1].length);
     this.state = { kind: "text" };
     return true;
   }
@@ -193,12 +195,12 @@ export class ToolCallExtractor {
     }
     this.pending = this.pending.slice(i);
     if (this.pending === "") return false;
-    if (this.pending.startsWith(CALL_CLOSE)) {
-      this.pending = this.pending.slice(CALL_CLOSE.length);
+    if (this.pending.startsWith(this.deps.tags[1])) {
+      this.pending = this.pending.slice(this.deps.tags[1].length);
       this.state = { kind: "text" };
       return true;
     }
-    if (CALL_CLOSE.startsWith(this.pending)) return false;
+    if (this.deps.tags[1].startsWith(this.pending)) return false;
     // The model went on without closing the call: the rest is ordinary reply text.
     this.state = { kind: "text" };
     return true;

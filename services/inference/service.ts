@@ -73,13 +73,15 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     const spec = grammarSpecOf(prompt, input);
     if (spec === undefined) return undefined;
     const { vocabSize, eosTokenId } = engine.decode;
-    const worker = grammarWorkerFor(engine.model.dir, vocabSize, eosTokenId, grammarOptions);
+    const tags = engine.model.config.specialTokens;
+    const worker = grammarWorkerFor(engine.model.dir, vocabSize, eosTokenId, { ...grammarOptions, tags });
     const thinking = prompt.parser.thinking && prompt.parser.forcedTool === undefined;
     const sequence = await sequenceGrammar(worker, spec, engine.model.tokenizer, {
       thinking,
       threshold: engine.threshold,
       vocab: vocabSize,
       banned: bannedTokenIds(engine.decode),
+      tags,
       onCompile: (seconds) => engine.metrics?.grammarCompileSeconds.observe({ model: engine.name }, seconds),
     });
     engine.metrics?.constrainedRequests.inc({ model: engine.name, kind: spec.kind });
@@ -157,7 +159,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     const { prompt, ids, choice } = await generationPrompt(req.model, engine, input, signal);
     // A schema the grammar cannot take is named before anything else about the request.
     const grammar = await replyGrammar(engine, prompt, input);
-    return { ids, parser: createReplyParser(prompt.parser), grammar, choice };
+    return { ids, parser: createReplyParser({ ...prompt.parser, tags: engine.model.config.specialTokens }), grammar, choice };
   }
 
   /** A raw prompt (legacy completions): tokenized as it is, its reply passed on as raw text. */

@@ -105,12 +105,12 @@ export function grammarWorkerFor(dir: string, vocabSize: number, eosTokenId: num
   const key = path.resolve(dir);
   let found = byDir.get(key);
   if (found === undefined) {
-    const { cacheSize, compileBudgetMs, limits } = options;
+    const { cacheSize, compileBudgetMs, limits, tags } = options;
     found = new GrammarWorker({
       dir: key,
       vocabSize,
       eosTokenId,
-      options: { cacheSize, compileBudgetMs, ...(limits !== undefined ? { limits } : {}) },
+      options: { cacheSize, compileBudgetMs, ...(limits !== undefined ? { limits } : {}), ...(tags !== undefined ? { tags } : {}) },
     });
     byDir.set(key, found);
   }

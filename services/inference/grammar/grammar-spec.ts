@@ -1,3 +1,4 @@
+import type { ChatSpecialTokens } from "../model-config.js";
 import { checkSchema, type SchemaLimits } from "./schema-check.js";
 
 /** What a reply must follow, as the request said it (chat-prompt.ts decides which applies). */
@@ -41,9 +42,11 @@ export function checkSpec(spec: GrammarSpec, limits?: SchemaLimits): void {
  * The grammar of a spec. Schemas become EBNF with XGrammar's own converter, in strict mode
  * (no properties or items beyond the schema's: every reply still validates, and the model
  * cannot pad an object) and with the template's fixed separators and no free whitespace, so
- * keys and punctuation are forced and committed by jump-forward.
+ * keys and punctuation are forced and committed by jump-forward. A call is written with the
+ * model's own delimiters (`tags.toolCall`).
  */
-export async function grammarSource(spec: GrammarSpec, toEBNF: SchemaToEBNF): Promise<GrammarSource> {
+export async function grammarSource(spec: GrammarSpec, toEBNF: SchemaToEBNF, tags: ChatSpecialTokens): Promise<GrammarSource> {
+  const [open, close] = tags.toolCall;
   const ebnf = async (schema: unknown, strict = true) =>
     withSafeStrings(await toEBNF(JSON.stringify(schema ?? NO_PARAMETERS), false, -1, SEPARATORS, strict));
   switch (spec.kind) {
@@ -59,7 +62,7 @@ export async function grammarSource(spec: GrammarSpec, toEBNF: SchemaToEBNF): Pr
             type: "sequence",
             elements: [
               { type: "grammar", grammar: await ebnf(spec.parameters) },
-              { type: "const_string", value: "}</tool_call>" },
+              { type: "const_string", value: `}${close}` },
             ],
           },
         },
@@ -69,12 +72,12 @@ export async function grammarSource(spec: GrammarSpec, toEBNF: SchemaToEBNF): Pr
       for (const tool of spec.tools) {
         tags.push({
           type: "tag",
-          begin: `<tool_call>{"name": ${JSON.stringify(tool.name)}, "arguments": `,
+          begin: `${open}{"name": ${JSON.stringify(tool.name)}, "arguments": `,
           content: { type: "grammar", grammar: await ebnf(tool.parameters) },
-          end: "}</tool_call>",
+          end: `}${close}`,
         });
       }
-      return { structuralTag: { type: "structural_tag", format: { type: "triggered_tags", triggers: ["<tool_call>"], tags } } };
+      return { structuralTag: { type: "structural_tag", format: { type: "triggered_tags", triggers: [open], tags } } };
     }
   }
 }

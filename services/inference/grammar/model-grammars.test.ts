@@ -104,6 +104,23 @@ describe("ModelGrammars", () => {
     expect(await accepts(g, toolCalls, `${call("noop", "{}").slice(0, -3)}`)).toBe(false);
   });
 
+  it("calls are written with the model's own delimiters (config special_tokens)", async () => {
+    const tags = { toolCall: ["<|call|>", "<|/call|>"], thinking: ["<think>", "</think>"] } as {
+      toolCall: [string, string];
+      thinking: [string, string];
+    };
+    const g = await ModelGrammars.create(tokenizerJson, VOCAB, EOS, { cacheSize: 4, compileBudgetMs: 60_000, tags });
+    const body = '{"name": "get_weather", "arguments": {"city": "Rome"}}';
+    expect(await accepts(g, toolCalls, `Sure. <|call|>${body}<|/call|>`)).toBe(true);
+    // This vocabulary's added token `<tool_call>` is not one of the model's delimiters here:
+    // like every other added token, the grammar never allows it.
+    expect(await accepts(g, toolCalls, `<tool_call>${body}</tool_call>`)).toBe(false);
+    expect(await accepts(g, toolCalls, `<|call|>${body}</tool_call>`)).toBe(false);
+    const forced: GrammarSpec = { kind: "tool_arguments", tool: "get_weather", parameters: weather };
+    expect(await accepts(g, forced, '{"city": "Rome"}}<|/call|>')).toBe(true);
+    expect(await accepts(g, forced, '{"city": "Rome"}}</tool_call>')).toBe(false);
+  });
+
   it("tool_arguments: the arguments, then the call's end, forced", async () => {
     const g = await grammars();
     const spec: GrammarSpec = { kind: "tool_arguments", tool: "get_weather", parameters: weather };

@@ -1,3 +1,4 @@
+import { type ChatSpecialTokens, DEFAULT_SPECIAL_TOKENS } from "../model-config.js";
 import { checkSpec, grammarSource, specKey, type GrammarSpec } from "./grammar-spec.js";
 import { SchemaError, type SchemaLimits } from "./schema-check.js";
 import { grammarTokenBytes, grammarVocab } from "./vocab.js";
@@ -9,6 +10,8 @@ export interface GrammarOptions {
   /** A grammar that takes longer than this to compile is refused (and remembered as refused). */
   compileBudgetMs: number;
   limits?: SchemaLimits;
+  /** The model's delimiters (its config's `special_tokens`); default `<think>`…, `<tool_call>`…. */
+  tags?: ChatSpecialTokens;
   /** Observes each compile's duration in seconds. */
   onCompile?: (seconds: number) => void;
 }
@@ -38,10 +41,12 @@ export class ModelGrammars {
 
   static async create(tokenizerJson: unknown, vocabSize: number, eosTokenId: number, options: GrammarOptions): Promise<ModelGrammars> {
     const xgrammar = await loadXGrammar();
-    const vocab = grammarVocab(tokenizerJson, vocabSize);
+    const tags = options.tags ?? DEFAULT_SPECIAL_TOKENS;
+    const textTags = [...tags.thinking, ...tags.toolCall];
+    const vocab = grammarVocab(tokenizerJson, vocabSize, textTags);
     const info = await xgrammar.TokenizerInfo.createTokenizerInfo(vocab, "byte_level", false, vocabSize, [eosTokenId]);
     const compiler = await xgrammar.GrammarCompiler.createGrammarCompiler(info, false);
-    return new ModelGrammars(xgrammar, compiler, vocabSize, eosTokenId, grammarTokenBytes(vocab), options);
+    return new ModelGrammars(xgrammar, compiler, vocabSize, eosTokenId, grammarTokenBytes(vocab, textTags), options);
   }
 
   /**
@@ -80,7 +85,11 @@ export class ModelGrammars {
     const started = performance.now();
     let compiled: CompiledGrammar;
     try {
-      const source = await grammarSource(spec, (...args) => this.xgrammar.Testings._jsonSchemaToEBNF(...args));
+      const source = await grammarSource(
+        spec,
+        (...args) => this.xgrammar.Testings._jsonSchemaToEBNF(...args),
+        this.options.tags ?? DEFAULT_SPECIAL_TOKENS,
+      );
       compiled =
         "ebnf" in source
           ? await this.compiler.compileGrammar(source.ebnf)

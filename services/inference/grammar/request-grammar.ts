@@ -3,6 +3,7 @@ import type { ChatInput, ChatPrompt } from "../chat-prompt.js";
 import { InvalidRequest } from "../engine-errors.js";
 import type { TextTokenizer } from "../tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
+import type { ChatSpecialTokens } from "../model-config.js";
 import type { GrammarWorker } from "./grammar-client.js";
 import { SchemaError } from "./schema-check.js";
 import type { SequenceGrammar } from "./sequence-grammar.js";
@@ -37,7 +38,11 @@ function findTool(tools: readonly ToolDefinition[], name: string): ToolDefinitio
   return tools.find((t) => t.name === name);
 }
 
-const UNGUESSED_TAGS = ["<think>", "</think>", "</tool_call>", "<tool_response>", "</tool_response>"];
+/**
+ * Tags the reply parser acts on that the grammar never needs from the model: the thinking
+ * delimiters, a call's end (forced text, committed by jump-forward), and tool responses.
+ */
+const unguessedTags = (tags: ChatSpecialTokens) => [...tags.thinking, tags.toolCall[1], "<tool_response>", "</tool_response>"];
 
 /**
  * Starts the grammar of `spec` for one reply on the model's grammar worker (compiled there, or
@@ -54,12 +59,16 @@ export async function sequenceGrammar(
     vocab: number;
     /** The model's tokens that are never a reply token (mask, pad). */
     banned: readonly number[];
+    /** The model's delimiters (its config's `special_tokens`). */
+    tags: ChatSpecialTokens;
     onCompile?: (seconds: number) => void;
   },
 ): Promise<SequenceGrammar> {
-  const tags = UNGUESSED_TAGS.map((tag) => tokenizer.tokenId(tag)).filter((id) => id !== undefined);
+  const tags = unguessedTags(options.tags)
+    .map((tag) => tokenizer.tokenId(tag))
+    .filter((id) => id !== undefined);
   const rules = { threshold: options.threshold, vocab: options.vocab, banned: [...options.banned, ...tags] };
-  const freeUntil = options.thinking ? tokenizer.tokenId("</think>") : undefined;
+  const freeUntil = options.thinking ? tokenizer.tokenId(options.tags.thinking[1]) : undefined;
   try {
     return await worker.start(spec, rules, {
       ...(freeUntil !== undefined ? { freeUntil } : {}),

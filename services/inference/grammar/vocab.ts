@@ -2,26 +2,26 @@
  * The vocabulary XGrammar's TokenizerInfo takes: every token's string by id, as the
  * tokenizer stores it (byte-level BPE: bytes mapped to printable characters; XGrammar decodes
  * them). Added tokens are stored as plain text. Those whose text the reply grammar uses
- * (the thinking and tool-call tags) keep it, so a trigger like `<tool_call>` matches the
- * single special token as well as the same text spelled in bytes; every other added token
- * (mask, pad, chat markers, decision labels) becomes the empty string, which XGrammar treats
- * as special: never allowed, except the end of turn, passed as the stop token.
+ * (`textTags`: the model's thinking and tool-call delimiters) keep it, so a trigger like
+ * `<tool_call>` matches the single special token as well as the same text spelled in bytes;
+ * every other added token (mask, pad, chat markers, decision labels) becomes the empty string,
+ * which XGrammar treats as special: never allowed, except the end of turn, passed as the stop
+ * token.
  */
-export const TEXT_TAGS = ["<think>", "</think>", "<tool_call>", "</tool_call>"] as const;
 
 interface TokenizerJson {
   model?: { vocab?: Record<string, number> | [string, number][] };
   added_tokens?: { id: number; content: string }[];
 }
 
-export function grammarVocab(tokenizerJson: unknown, vocabSize: number): string[] {
+export function grammarVocab(tokenizerJson: unknown, vocabSize: number, textTags: readonly string[]): string[] {
   const json = tokenizerJson as TokenizerJson;
   const vocab = new Array<string>(vocabSize).fill("");
   const entries = json.model?.vocab;
   if (entries === undefined || Array.isArray(entries))
     throw new Error("tokenizer.json: a byte-level BPE model with a vocab map is required for grammars");
   for (const [token, id] of Object.entries(entries)) if (id >= 0 && id < vocabSize) vocab[id] = token;
-  const keep = new Set<string>(TEXT_TAGS);
+  const keep = new Set<string>(textTags);
   for (const added of json.added_tokens ?? []) {
     if (added.id >= 0 && added.id < vocabSize) vocab[added.id] = keep.has(added.content) ? added.content : "";
   }
@@ -49,9 +49,9 @@ function byteLevelDecoder(): Map<string, number> {
  * The bytes of every token as the grammar sees them (grammarVocab's strings, byte-level
  * decoded; the kept tags as their UTF-8 text; special tokens empty).
  */
-export function grammarTokenBytes(vocab: readonly string[]): Uint8Array[] {
+export function grammarTokenBytes(vocab: readonly string[], textTags: readonly string[]): Uint8Array[] {
   const decoder = byteLevelDecoder();
-  const tags = new Set<string>(TEXT_TAGS);
+  const tags = new Set<string>(textTags);
   const utf8 = new TextEncoder();
   return vocab.map((token) => {
     if (tags.has(token)) return utf8.encode(token);
