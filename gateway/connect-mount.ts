@@ -32,6 +32,13 @@ export const CONNECT_CHARGES: ReadonlyMap<string, Charge> = new Map<string, Char
         if (event.case !== "finished") return undefined;
         return { promptTokens: event.value.usage?.promptTokens ?? 0, completionTokens: event.value.usage?.completionTokens ?? 0 };
       },
+      // A stream cut short: its prompt once `started` went out, and the tokens of the blocks whose deltas did.
+      delivered: (m, sofar) => {
+        const event = (m as GenerateResponse).event;
+        if (event.case === "started") return { promptTokens: event.value.promptTokens, completionTokens: 0 };
+        if (event.case === "delta") return { ...sofar, completionTokens: event.value.completionTokens };
+        return sofar;
+      },
     },
   ],
 ]);

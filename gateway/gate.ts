@@ -28,13 +28,18 @@ export interface SettleUsage {
  *   stream: the first that reports it is charged). Without it the endpoint settles itself
  *   (`ctx.settle`).
  *
- * Whatever was admitted against a quota is always settled: with zero usage when neither the
- * result nor the endpoint reported any (a failure, a client that left).
+ * - `delivered`: for a stream, the usage of what has reached the client so far, given each
+ *   event as it passes and the usage so far: what a stream cut short (the client left, the
+ *   generation failed) is charged instead of its final usage.
+ *
+ * Whatever was admitted against a quota is always settled: with what was delivered, or zero
+ * usage when neither the result nor the endpoint reported any (a failure, a client that left).
  */
 export interface Charge<M = unknown> {
   kind: UsageKind;
   hold: number | "handler";
   usage?: (message: M) => SettleUsage | undefined;
+  delivered?: (message: M, sofar: SettleUsage | undefined) => SettleUsage | undefined;
 }
 
 /** Counts against the per-minute rate only. */
@@ -144,14 +149,19 @@ export function createGate({ accounting, logger }: GateDeps): Gate {
   }
 
   async function* settledStream<M>(call: GatedCall, charge: Charge<M>, events: AsyncIterable<M>): AsyncIterable<M> {
+    // What the events passed on so far amount to: charged if the stream ends without its usage.
+    let delivered: SettleUsage | undefined;
     try {
       for await (const event of events) {
-        const usage = call.pendingSettle === undefined ? undefined : charge.usage?.(event);
-        if (usage !== undefined) await settleQuietly(call, usage);
+        if (call.pendingSettle !== undefined) {
+          const usage = charge.usage?.(event);
+          if (usage !== undefined) await settleQuietly(call, usage);
+          else if (charge.delivered !== undefined) delivered = charge.delivered(event, delivered);
+        }
         yield event;
       }
     } finally {
-      await settleQuietly(call, {});
+      await settleQuietly(call, delivered ?? {});
     }
   }
 

@@ -191,7 +191,7 @@ describe("end of a reply", () => {
       for (let j = from; j < to; j++) plan[j] = [j % 10, 0.99];
       return plan;
     };
-    expect(step(seq, fill(2, 8)).block).toEqual({ blockIndex: 0, text: "cdefgh" });
+    expect(step(seq, fill(2, 8)).block).toEqual({ blockIndex: 0, text: "cdefgh", replyTokens: 6 });
     // The last block is cut at the context: 4 positions.
     expect(seq.currentBlock().tokens).toHaveLength(4);
     const result = step(seq, fill(0, 4));
@@ -208,7 +208,7 @@ describe("blocks", () => {
     const plan: Plan = {};
     for (let j = 2; j < BLOCK; j++) plan[j] = [j, 0.99];
     const result = step(seq, plan);
-    expect(result.block).toEqual({ blockIndex: 0, text: "cdefgh" });
+    expect(result.block).toEqual({ blockIndex: 0, text: "cdefgh", replyTokens: 6 });
     expect(seq.commitsBlock).toBe(true);
     const row = seq.stepTokens();
     expect(row).toHaveLength(2 * BLOCK);
@@ -241,7 +241,7 @@ describe("stop sequences", () => {
 
   it("finds a stop sequence across a block boundary, holds its start back, and trims it", () => {
     const { a, b } = run(["ghi"]);
-    expect(a.block).toEqual({ blockIndex: 0, text: "cdef" });
+    expect(a.block).toEqual({ blockIndex: 0, text: "cdef", replyTokens: 6 });
     expect(b.finished).toMatchObject({ reason: "stop", text: "cdef", completionTokens: 4 });
     expect(b.finished!.last.text).toBe("");
   });

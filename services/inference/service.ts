@@ -16,6 +16,7 @@ import {
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import type { Logger } from "../../lib/logger.js";
 import { buildChatPrompt, type ChatInput, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
+import type { BlockText } from "./decoder/sequence.js";
 import type { CommittedLogprob } from "./decoder/logprobs.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { withConnectErrors } from "./connect-errors.js";
@@ -234,14 +235,14 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
             continue;
           }
           if (event.type === "block") {
-            const delta = deltaOf(parser.push(event.block.text), event.block.blockIndex, entriesOf(event.block.logprobs));
+            const delta = deltaOf(parser.push(event.block.text), event.block, entriesOf(event.block.logprobs));
             if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
             continue;
           }
           const { finished, forwardPasses } = event;
           const tail = parser.push(finished.last.text);
           const end = parser.finish();
-          const delta = deltaOf(merge(tail, end), finished.last.blockIndex, entriesOf(finished.last.logprobs));
+          const delta = deltaOf(merge(tail, end), finished.last, entriesOf(finished.last.logprobs));
           if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
           const reason = finished.reason === "stop" && end.sawToolCall ? "tool_calls" : finished.reason;
           if (finished.grammar?.deadEnd === true) {
@@ -336,12 +337,13 @@ function merge(a: ReplyDelta, b: ReplyDelta): ReplyDelta {
   return { content: a.content + b.content, reasoning: a.reasoning + b.reasoning, toolCalls };
 }
 
-function deltaOf(d: ReplyDelta, blockIndex: number, logprobs: TokenLogprob[]): GenerateDelta | undefined {
+function deltaOf(d: ReplyDelta, block: BlockText, logprobs: TokenLogprob[]): GenerateDelta | undefined {
   if (d.content === "" && d.reasoning === "" && d.toolCalls.length === 0 && logprobs.length === 0) return undefined;
   return create(GenerateDeltaSchema, {
     content: d.content,
     reasoning: d.reasoning,
-    blockIndex,
+    blockIndex: block.blockIndex,
+    completionTokens: block.replyTokens,
     logprobs,
     toolCalls: d.toolCalls.map((c) =>
       create(ToolCallDeltaSchema, { index: c.index, id: c.id ?? "", name: c.name ?? "", arguments: c.arguments }),

@@ -44,6 +44,8 @@ export interface BlockText {
   text: string;
   /** With `logprobs`: the entries of the reply tokens whose text is now sent, next in reply order. */
   logprobs?: CommittedLogprob[];
+  /** Reply tokens generated so far, this block's included (what a stream cut short here is charged). */
+  replyTokens: number;
 }
 
 export interface Finished {
@@ -239,7 +241,11 @@ export class Sequence {
     // The block is complete.
     const firstReply = Math.max(0, this.promptLength - this.blockStart);
     for (let j = firstReply; j < this.block.length; j++) this.replyDone.push(this.block[j]!);
-    const block: BlockText = { blockIndex: this.blockIndex, text: this.text.blockDelta(this.replyDone) };
+    const block: BlockText = {
+      blockIndex: this.blockIndex,
+      text: this.text.blockDelta(this.replyDone),
+      replyTokens: this.replyDone.length,
+    };
     if (this.params.logprobs !== undefined) block.logprobs = this.blockLogprobsSent(firstReply);
     if (this.blockStart + this.block.length >= this.model.maxPositions) {
       return { block, finished: this.finish("length", this.replyDone.length) };
@@ -444,7 +450,7 @@ export class Sequence {
   }
 
   private lastPiece(text: string, end: number): BlockText {
-    const last: BlockText = { blockIndex: this.blockIndex, text: this.text.finalDelta(text) };
+    const last: BlockText = { blockIndex: this.blockIndex, text: this.text.finalDelta(text), replyTokens: end };
     if (this.params.logprobs !== undefined) last.logprobs = this.finalLogprobs(end);
     return last;
   }
