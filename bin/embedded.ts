@@ -1,41 +1,26 @@
-import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
-import {
-  Code,
-  ConnectError,
-  createClient,
-  createRouterTransport,
-  type Client,
-  type ServiceImpl,
-  type Transport,
-} from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import type { Client } from "@connectrpc/connect";
 import { AccountingService } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { DecisionService } from "../gen/tessera/decision/v1/decision_pb.js";
-import { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
-import type { DescService } from "@bufbuild/protobuf";
-import { createInProcessTransport } from "../lib/in-process-transport.js";
-import { createCors } from "../gateway/cors.js";
-import { createConnectMount } from "../gateway/connect-mount.js";
-import { createRoutes } from "../gateway/routes/index.js";
-import type { ReadinessCheck } from "../gateway/routes/operations.js";
-import { createGate } from "../gateway/gate.js";
-import { createGatewayHandler } from "../gateway/server.js";
-import { drain, listenGateway, listenOps } from "./http-lifecycle.js";
 import type { Config } from "../lib/config.js";
 import { createInProcessWorkerDirectory } from "../lib/heartbeats/in-process.js";
 import { startHeartbeats } from "../lib/heartbeats/publisher.js";
 import type { WorkerDirectory } from "../lib/heartbeats/types.js";
-import { createInferenceRouter } from "../lib/inference-router.js";
+import { createInferenceRouter, workerTransports } from "../lib/inference-router.js";
 import type { Logger } from "../lib/logger.js";
 import { createMetrics, type Metrics } from "../lib/metrics.js";
+import type { ReadinessCheck } from "../lib/readiness.js";
+import { type InternalTransport, localClient, localTransport, mountAll } from "../lib/service-mount.js";
 import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
-import { createDecisionService } from "../services/decision/service.js";
+import { accountingReadiness } from "../services/accounting/readiness.js";
+import { decisionRoutes } from "../services/decision/server.js";
 import { loadCatalog } from "../services/registry/catalog.js";
-import { createRegistryService } from "../services/registry/service.js";
+import { registryRoutes } from "../services/registry/server.js";
 import { ensureFirstKey } from "./bootstrap.js";
+import { createCleanups } from "./cleanups.js";
 import { servedModels, startInferenceWorker } from "./inference-worker.js";
+import { startGateway } from "./start-gateway.js";
 
 export interface EmbeddedOptions {
   config: Config;
@@ -46,11 +31,10 @@ export interface EmbeddedOptions {
   /** Replaces the in-process worker directory (tests announce workers of their own). */
   workers?: WorkerDirectory;
   /**
-   * How the services call each other: `in-process` (default) hands messages over directly;
-   * `router` goes through Connect's in-memory router transport, a full protocol round trip
-   * per call (serialization included), which costs hundreds of microseconds per call.
+   * How the services call each other: `in-process` (default) or `router`, a full Connect
+   * round trip per call, which costs hundreds of microseconds per call (lib/service-mount.ts).
    */
-  internalTransport?: "in-process" | "router";
+  internalTransport?: InternalTransport;
 }
 
 /** A running embedded Tessera: every service in this process, HTTP on one port. */
@@ -86,20 +70,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
   const metrics = options.metrics ?? createMetrics();
   const catalog = loadCatalog(config.modelsConfig);
   const workers = options.workers ?? createInProcessWorkerDirectory();
-  const cleanups: (() => Promise<void> | void)[] = [];
-  const transportOf = <T extends DescService>(service: T, impl: ServiceImpl<T>): Transport =>
-    options.internalTransport === "router"
-      ? createRouterTransport((router) => router.service(service, impl))
-      : createInProcessTransport((services) => services.service(service, impl));
-  const cleanup = async () => {
-    for (const step of cleanups.reverse()) {
-      try {
-        await step();
-      } catch (err) {
-        logger.error({ err }, "shutdown step failed");
-      }
-    }
-  };
+  const internal = options.internalTransport ?? "in-process";
+  const cleanups = createCleanups(logger);
 
   try {
     const accounting = await openEmbeddedAccounting({
@@ -108,22 +80,18 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
       defaultRequestsPerMinute: config.defaultRequestsPerMinute,
       recover: true,
     });
-    cleanups.push(() => accounting.close());
-    const accountingClient = createClient(AccountingService, transportOf(AccountingService, accounting.service));
+    cleanups.add("accounting", () => accounting.close());
+    const accountingClient = localClient(AccountingService, accounting.routes, internal);
 
-    const registryService = createRegistryService({ catalog, workers });
-    const registryClient = createClient(RegistryService, transportOf(RegistryService, registryService));
+    const registryMount = registryRoutes({ catalog, workers });
+    const registry = localClient(RegistryService, registryMount, internal);
 
     // Inference: every model directory of the catalog that exists, in one pool.
     const served = servedModels(catalog, logger);
-    let inferenceTransport: Transport | undefined;
-    let inferenceService: ServiceImpl<typeof InferenceService> | undefined;
-    let modelsLoaded = false;
-    if (served.length > 0) {
-      const { pool, service } = await startInferenceWorker(served, config, logger, metrics);
-      cleanups.push(() => pool.close());
-      inferenceService = service;
-      inferenceTransport = transportOf(InferenceService, service);
+    const worker = served.length > 0 ? await startInferenceWorker(served, config, logger, metrics) : undefined;
+    if (worker !== undefined) {
+      const { pool } = worker;
+      cleanups.add("model pool", () => pool.close());
       const beats = startHeartbeats(workers, () => ({
         id: config.workerId,
         address: "",
@@ -131,26 +99,16 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
         slotsTotal: pool.slotsTotal,
         slotsFree: pool.slotsFree(),
       }));
-      modelsLoaded = true;
-      cleanups.push(() => beats.stop());
+      cleanups.add("heartbeats", () => beats.stop());
       logger.info({ models: served, slots: config.slots }, "inference pool loaded");
     }
-
     const inferenceFor = createInferenceRouter({
       workers,
-      transportFor: (worker) => {
-        if (worker.id === config.workerId && inferenceTransport !== undefined) return inferenceTransport;
-        if (worker.address === "") throw new ConnectError(`inference worker ${worker.id} announced no address`, Code.Unavailable);
-        return createConnectTransport({ baseUrl: worker.address, httpVersion: "2" });
-      },
+      transportFor: workerTransports(config.workerId, worker && localTransport(worker.routes, internal)),
     });
 
-    const decisionService = createDecisionService({
-      registry: registryClient,
-      inferenceFor,
-      logger: logger.child({ service: "decision" }),
-    });
-    const decisionClient = createClient(DecisionService, transportOf(DecisionService, decisionService));
+    const decisionMount = decisionRoutes({ registry, inferenceFor, logger: logger.child({ service: "decision" }) });
+    const decision = localClient(DecisionService, decisionMount, internal);
 
     const createdKey = await ensureFirstKey({
       accounting: accountingClient,
@@ -159,81 +117,49 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
       logger,
     });
 
-    // A key nobody can hold: authenticating it proves the store was read.
-    const probeKey = `tsr_readiness_${randomBytes(24).toString("base64url")}`;
     const readiness: ReadinessCheck[] = [
       {
         name: "models",
-        check: () => (!modelsLoaded ? `no model loaded: none of the model directories of ${config.modelsConfig} exists` : true),
+        check: () => (worker === undefined ? `no model loaded: none of the model directories of ${config.modelsConfig} exists` : true),
       },
-      {
-        name: "store",
-        check: async () => {
-          try {
-            await accountingClient.authenticate({ apiKey: probeKey });
-            return true;
-          } catch (err) {
-            return err instanceof ConnectError && err.code === Code.Unauthenticated ? true : `accounting store: ${(err as Error).message}`;
-          }
-        },
-      },
+      accountingReadiness(accountingClient, { name: "store", label: "accounting store" }),
     ];
 
-    const gate = createGate({ accounting: accountingClient, logger });
-    const handler = createGatewayHandler({
-      routes: createRoutes({
-        maxDecisionWorkTokens: config.maxDecisionWorkTokens,
-        registry: registryClient,
-        decision: decisionClient,
-        inferenceFor,
-        metrics,
-        readiness,
-        streamStallTimeoutMs: config.streamStallTimeoutMs,
-        playground: config.playground,
-      }),
-      gate,
+    const gateway = await startGateway({
+      config,
       logger,
       metrics,
-      maxUrlBytes: config.maxUrlBytes,
-      cors: createCors(config.corsOrigins),
-      deadlineMs: config.requestDeadlineMs,
-      connect: createConnectMount({
-        routes: (router) => {
-          router.service(RegistryService, registryService);
-          router.service(DecisionService, decisionService);
-          if (inferenceService !== undefined) router.service(InferenceService, inferenceService);
-        },
-        gate,
-      }),
+      accounting: accountingClient,
+      registry,
+      decision,
+      inferenceFor,
+      readiness,
+      connect: mountAll(worker === undefined ? [registryMount, decisionMount] : [registryMount, decisionMount, worker.routes]),
     });
-    const { server, port, url } = await listenGateway(handler, config, metrics, logger);
-    const ops = await listenOps(handler, config, logger);
-    logger.info({ url, opsUrl: ops?.url, dataDir: config.dataDir, modelsConfig: config.modelsConfig }, "tessera listening");
+    // The worker stays announced until the requests in flight are done (the gateway closes first).
+    cleanups.add("gateway", () => gateway.close());
+    const { server, url, port, opsUrl } = gateway;
+    logger.info({ url, opsUrl, dataDir: config.dataDir, modelsConfig: config.modelsConfig }, "tessera listening");
 
     let closing: Promise<void> | undefined;
     return {
       server,
       url,
       port,
-      opsUrl: ops?.url,
+      opsUrl,
       createdKey,
-      clients: { accounting: accountingClient, registry: registryClient, decision: decisionClient },
+      clients: { accounting: accountingClient, registry, decision },
       workers,
       metrics,
       close: () =>
         (closing ??= (async () => {
           logger.info("shutting down: no new connections, finishing requests in flight");
-          // The worker stays announced until the requests in flight are done (cleanup withdraws it).
-          await Promise.all([drain(server, config.shutdownTimeoutMs, logger), ops && drain(ops.server, config.shutdownTimeoutMs, logger)]);
-          // Handlers answered 504 past their deadline may still be finishing (and settling).
-          await handler.flush();
-          await handler.close();
-          await cleanup();
+          await cleanups.runAll();
           logger.info("shut down");
         })()),
     };
   } catch (err) {
-    await cleanup();
+    await cleanups.runAll();
     throw err;
   }
 }

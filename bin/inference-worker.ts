@@ -1,9 +1,8 @@
 import { existsSync } from "node:fs";
-import type { ServiceImpl } from "@connectrpc/connect";
-import type { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import type { Config } from "../lib/config.js";
 import type { Logger } from "../lib/logger.js";
 import type { Metrics } from "../lib/metrics.js";
+import type { ServiceMount } from "../lib/service-mount.js";
 import type { ModelPool } from "../services/inference/model-pool.js";
 import type { Catalog } from "../services/registry/catalog.js";
 
@@ -18,7 +17,8 @@ export function servedModels(catalog: Catalog, logger: Logger): { servingId: str
 
 export interface InferenceWorker {
   pool: ModelPool;
-  service: ServiceImpl<typeof InferenceService>;
+  /** The inference service over the pool (services/inference/server.ts). */
+  routes: ServiceMount;
 }
 
 /**
@@ -32,7 +32,7 @@ export async function startInferenceWorker(
   metrics: Metrics,
 ): Promise<InferenceWorker> {
   const { loadModelPool } = await import("../services/inference/model-pool.js");
-  const { createInferenceService } = await import("../services/inference/service.js");
+  const { inferenceRoutes } = await import("../services/inference/server.js");
   const inferenceLogger = logger.child({ service: "inference" });
   const pool = await loadModelPool({
     models,
@@ -48,5 +48,5 @@ export async function startInferenceWorker(
     metrics: metrics.registry,
   });
   const grammar = { cacheSize: config.grammarCacheSize, compileBudgetMs: config.grammarCompileBudgetMs };
-  return { pool, service: createInferenceService({ pool, logger: inferenceLogger, workerId: config.workerId, grammar }) };
+  return { pool, routes: inferenceRoutes({ pool, logger: inferenceLogger, workerId: config.workerId, grammar }) };
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { AccountingService } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { ConfigError, loadConfig, settingsHelp } from "../lib/config.js";
 import { createLogger } from "../lib/logger.js";
+import { localClient } from "../lib/service-mount.js";
 import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
 import { KEYS_HELP, runKeysCommand } from "../services/accounting/cli.js";
 import { CatalogError } from "../services/registry/catalog.js";
@@ -115,10 +116,7 @@ async function keys(args: string[]): Promise<number> {
     defaultRequestsPerMinute: config.defaultRequestsPerMinute,
   });
   try {
-    const client = createClient(
-      AccountingService,
-      createRouterTransport((router) => router.service(AccountingService, accounting.service)),
-    );
+    const client = localClient(AccountingService, accounting.routes, "router");
     return await runKeysCommand(
       args,
       client,

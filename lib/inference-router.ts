@@ -3,6 +3,7 @@ import { Code, ConnectError, createClient, type Client, type StreamResponse, typ
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { InferenceService, OverloadedSchema } from "../gen/tessera/inference/v1/inference_pb.js";
 import type { LiveWorker, WorkerDirectory } from "./heartbeats/types.js";
+import { connectTransport } from "./remote/clients.js";
 import { isConnectionFailure, peerGone } from "./remote/errors.js";
 
 export interface InferenceRouterDeps {
@@ -13,6 +14,24 @@ export interface InferenceRouterDeps {
 }
 
 export type InferenceFor = (servingId: string) => Client<typeof InferenceService>;
+
+/**
+ * How a process reaches each worker (`transportFor`): its own worker (`ownId`) through
+ * `own`, in-process; the others over Connect at the address they announce. A worker that
+ * announces none serves only the gateway of its own process.
+ */
+export function workerTransports(ownId: string, own: Transport | undefined): (worker: LiveWorker) => Transport {
+  return (worker) => {
+    if (worker.id === ownId && own !== undefined) return own;
+    if (worker.address === "") {
+      throw new ConnectError(
+        `inference worker ${worker.id} announced no address: it serves only the gateway of its own process`,
+        Code.Unavailable,
+      );
+    }
+    return connectTransport(worker.address);
+  };
+}
 
 /**
  * Clients of "whichever live worker serves this model". Every call picks the least-loaded

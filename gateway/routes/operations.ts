@@ -1,13 +1,6 @@
 import type { Metrics } from "../../lib/metrics.js";
+import { checkReadiness, type ReadinessCheck } from "../../lib/readiness.js";
 import type { Route } from "../route.js";
-
-/** The result of one readiness check: true, or what is wrong. */
-export type CheckResult = true | string;
-
-export interface ReadinessCheck {
-  name: string;
-  check: () => Promise<CheckResult> | CheckResult;
-}
 
 /** GET /healthz: the process is alive and its event loop answers. */
 export function healthzRoute(): Route {
@@ -29,23 +22,7 @@ export function readyzRoute(checks: readonly ReadinessCheck[]): Route {
     errorStyle: "detail",
     body: "none",
     logLevel: "debug",
-    async handle() {
-      const results: Record<string, string> = {};
-      let ready = true;
-      await Promise.all(
-        checks.map(async ({ name, check }) => {
-          let result: CheckResult;
-          try {
-            result = await check();
-          } catch (err) {
-            result = (err as Error).message || "check failed";
-          }
-          results[name] = result === true ? "ok" : result;
-          if (result !== true) ready = false;
-        }),
-      );
-      return { status: ready ? 200 : 503, body: { status: ready ? "ready" : "not ready", checks: results } };
-    },
+    handle: () => checkReadiness(checks),
   };
 }
 

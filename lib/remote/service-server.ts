@@ -5,12 +5,7 @@ import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
-
-/** One readiness condition of a process: true, or what is wrong. */
-export interface ReadinessProbe {
-  name: string;
-  check: () => Promise<true | string> | true | string;
-}
+import { checkReadiness, type ReadinessCheck } from "../readiness.js";
 
 export interface ServiceServerOptions {
   host: string;
@@ -18,7 +13,7 @@ export interface ServiceServerOptions {
   /** The Connect services of this process. */
   routes: (router: ConnectRouter) => void;
   interceptors?: Interceptor[];
-  readiness: readonly ReadinessProbe[];
+  readiness: readonly ReadinessCheck[];
   metrics: Metrics;
   logger: Logger;
 }
@@ -57,24 +52,6 @@ export async function startServiceServer(options: ServiceServerOptions): Promise
       json(res as unknown as Response, 404, { detail: { error_type: "not_found_error", message: "no such service method" } }),
   });
 
-  const readyz = async () => {
-    const checks: Record<string, string> = {};
-    let ready = true;
-    await Promise.all(
-      options.readiness.map(async ({ name, check }) => {
-        let result: true | string;
-        try {
-          result = await check();
-        } catch (err) {
-          result = (err as Error).message || "check failed";
-        }
-        checks[name] = result === true ? "ok" : result;
-        if (result !== true) ready = false;
-      }),
-    );
-    return { status: ready ? 200 : 503, body: { status: ready ? "ready" : "not ready", checks } };
-  };
-
   // HTTP/1.1 connections (probes, scrapes) and whether a request is running on them, so
   // that shutting down closes the idle ones at once, as node:http's closeIdleConnections does.
   const http1 = new Map<Socket, number>();
@@ -107,7 +84,7 @@ export async function startServiceServer(options: ServiceServerOptions): Promise
 
     if (route === "/healthz" && (method === "GET" || method === "HEAD")) return json(res, 200, { status: "ok" });
     if (route === "/readyz" && (method === "GET" || method === "HEAD")) {
-      readyz().then(
+      checkReadiness(options.readiness).then(
         ({ status, body }) => json(res, status, body),
         (err: unknown) => json(res, 503, { status: "not ready", error: (err as Error).message }),
       );

@@ -10,16 +10,13 @@ import { silentLogger } from "../../test/helpers/accounting-harness.js";
 const dataDir = mkdtempSync(join(tmpdir(), "tessera-embedded-"));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-const clientFor = (service: Awaited<ReturnType<typeof openEmbeddedAccounting>>["service"]) =>
-  createClient(
-    AccountingService,
-    createRouterTransport((router) => router.service(AccountingService, service)),
-  );
+const clientFor = (routes: Awaited<ReturnType<typeof openEmbeddedAccounting>>["routes"]) =>
+  createClient(AccountingService, createRouterTransport(routes));
 
 describe("embedded accounting", () => {
   it("keeps keys, accounts, quotas and the ledger across restarts; rate windows start afresh", async () => {
     const first = await openEmbeddedAccounting({ dataDir, logger: silentLogger, defaultRequestsPerMinute: 1 });
-    let client = clientFor(first.service);
+    let client = clientFor(first.routes);
     const { apiKey, key } = await client.createKey({ limits: { textQuotaTokens: 100n } });
     const keyId = key!.keyId;
     await client.admit({ keyId, requestId: "a", kind: UsageKind.TEXT, reserveTokens: 10n });
@@ -28,7 +25,7 @@ describe("embedded accounting", () => {
     await first.close();
 
     const second = await openEmbeddedAccounting({ dataDir, logger: silentLogger, defaultRequestsPerMinute: 1 });
-    client = clientFor(second.service);
+    client = clientFor(second.routes);
     expect((await client.authenticate({ apiKey })).principal!.keyId).toBe(keyId);
     await client.admit({ keyId }); // the memory rate window did not survive the restart
     const { account } = await client.getAccount({ accountId: key!.accountId });

@@ -3,8 +3,9 @@ import type { Logger } from "../../lib/logger.js";
 import { createMemoryBucket, openLmdbStore, type Store } from "../../lib/store/index.js";
 import { localRateLimiter, RATE_BUCKET } from "./rate-limit.js";
 import { openBuckets, type RateWindow, SETTLED_RETENTION_MS } from "./records.js";
+import type { ServiceMount } from "../../lib/service-mount.js";
 import { recoverAccounting } from "./recover.js";
-import { createAccountingService, type AccountingServiceImpl } from "./service.js";
+import { accountingRoutes } from "./server.js";
 
 export interface EmbeddedAccountingOptions {
   /** TESSERA_DATA_DIR; the LMDB files go to `<dataDir>/accounting`. */
@@ -20,7 +21,8 @@ export interface EmbeddedAccountingOptions {
 }
 
 export interface EmbeddedAccounting {
-  service: AccountingServiceImpl;
+  /** The accounting service's mount (server.ts). */
+  routes: ServiceMount;
   /** The durable store (LMDB). */
   store: Store;
   close(): Promise<void>;
@@ -42,7 +44,7 @@ export async function openEmbeddedAccounting(options: EmbeddedAccountingOptions)
       throw err;
     }
   }
-  const service = createAccountingService({
+  const routes = accountingRoutes({
     store,
     rateLimiter: localRateLimiter(createMemoryBucket<RateWindow>(RATE_BUCKET, options.clock && { clock: options.clock })),
     logger: options.logger,
@@ -50,7 +52,7 @@ export async function openEmbeddedAccounting(options: EmbeddedAccountingOptions)
     ...(options.clock && { clock: options.clock }),
   });
   return {
-    service,
+    routes,
     store,
     async close() {
       await store.close();

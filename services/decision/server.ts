@@ -1,7 +1,6 @@
-import type { ConnectRouter } from "@connectrpc/connect";
 import { DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
+import { mountService, type ServiceMount } from "../../lib/service-mount.js";
 import { createDecisionService, type DecisionDeps } from "./service.js";
 
-/** Mounts the decision service on a Connect router (embedded router transport or an HTTP server). */
-export const decisionRoutes = (deps: DecisionDeps) => (router: ConnectRouter) =>
-  router.service(DecisionService, createDecisionService(deps));
+/** The decision service's mount (lib/service-mount.ts): its own port, the gateway's public port, the in-process transport, tests. */
+export const decisionRoutes = (deps: DecisionDeps): ServiceMount => mountService(DecisionService, createDecisionService(deps));

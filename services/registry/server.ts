@@ -1,7 +1,6 @@
-import type { ConnectRouter } from "@connectrpc/connect";
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
+import { mountService, type ServiceMount } from "../../lib/service-mount.js";
 import { createRegistryService, type RegistryDeps } from "./service.js";
 
-/** Mounts the registry on a Connect router (embedded router transport or an HTTP server). */
-export const registryRoutes = (deps: RegistryDeps) => (router: ConnectRouter) =>
-  router.service(RegistryService, createRegistryService(deps));
+/** The registry's mount (lib/service-mount.ts): its own port, the gateway's public port, the in-process transport, tests. */
+export const registryRoutes = (deps: RegistryDeps): ServiceMount => mountService(RegistryService, createRegistryService(deps));
