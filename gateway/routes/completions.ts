@@ -36,8 +36,8 @@ export function completionsRoute({ registry, inferenceFor, streamStallTimeoutMs 
       const inference: Client<typeof InferenceService> = inferenceFor(servingId);
       request.model = servingId;
 
-      // The raw prompt is tokenized as it is: CountTokens of the text counts what Generate will run on.
-      const counted = await inference.countTokens({ model: servingId, text: prompt }, { signal: ctx.signal }).catch((err: unknown) => {
+      // Counted as Generate will take it: a prompt that cannot fit the context is refused before it is tokenized.
+      const counted = await inference.countTokens({ model: servingId, rawPrompt: prompt }, { signal: ctx.signal }).catch((err: unknown) => {
         throw inClientTerms(err, servingId, shownModel);
       });
       await ctx.admit(UsageKind.TEXT, counted.tokens + (request.options?.maxTokens ?? 0));

@@ -97,6 +97,20 @@ describe("Generate with raw_prompt", () => {
     expect(chat.started.promptTokens).toBeGreaterThan(ids.length);
   });
 
+  it("CountTokens of a raw prompt counts what Generate runs on, with the same checks", async () => {
+    const raw = "The lighthouse keeper counted the ships.";
+    const { tokens } = await client.countTokens({ model: MODEL, rawPrompt: raw });
+    expect(tokens).toBe(tokenizer().encode(raw).length);
+    const r = await collect({ model: MODEL, rawPrompt: raw, options: { maxTokens: 1 } });
+    expect(r.started.promptTokens).toBe(tokens);
+    const bytesBound = pool.engine(MODEL)!.model.maxTokenBytes * pool.engine(MODEL)!.decode.maxPositions;
+    const tooLong = await failure(() => client.countTokens({ model: MODEL, rawPrompt: "x".repeat(bytesBound) }));
+    expect(tooLong.code).toBe(Code.InvalidArgument);
+    expect(tooLong.rawMessage).toMatch(/^prompt too long: the prompt has \d+ bytes of text/);
+    const empty = await failure(() => client.countTokens({ model: MODEL, rawPrompt: "" }));
+    expect(empty.rawMessage).toBe("raw_prompt: must not be empty");
+  });
+
   it("lists the prompt's tokens only when asked, their bytes spelling the prompt", async () => {
     const raw = "Tessera turns noise into text: ünïcödé and all.";
     const plain = await collect({ model: MODEL, rawPrompt: raw, options: { maxTokens: 2 } });

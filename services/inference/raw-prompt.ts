@@ -12,7 +12,7 @@ import type { TextTokenizer } from "./tokenizer.js";
  * A Generate request with `raw_prompt` (the legacy completions): the prompt is the text itself,
  * so nothing that needs the chat template may come with it. Refused with InvalidArgument.
  */
-export function checkRawPromptRequest(req: GenerateRequest, raw: string): void {
+export function checkRawPromptRequest(req: Pick<GenerateRequest, "messages" | "tools" | "options">, raw: string): void {
   const invalid = (message: string) => new InvalidRequest(`raw_prompt: ${message}`);
   if (raw === "") throw invalid("must not be empty");
   if (req.messages.length > 0 || req.tools.length > 0) throw invalid("comes instead of messages and tools, not with them");

@@ -165,10 +165,15 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
 
   /** A raw prompt (legacy completions): tokenized as it is, its reply passed on as raw text. */
   async function rawGeneration(req: GenerateRequest, engine: ModelEngine, raw: string) {
+    return { ids: await rawPromptIds(req, engine, raw), parser: createRawReplyParser(), grammar: undefined, choice: undefined };
+  }
+
+  /** A raw prompt's tokens (Generate and CountTokens): checked, bounded by its bytes, then tokenized on the text worker. */
+  async function rawPromptIds(req: GenerateRequest | CountTokensRequest, engine: ModelEngine, raw: string): Promise<number[]> {
     checkRawPromptRequest(req, raw);
     const { maxTokenBytes } = engine.model;
     refuseIfCannotFit("the prompt", Buffer.byteLength(raw), maxTokenBytes, engine.decode.maxPositions, req.model);
-    return { ids: await engine.model.text.encode(raw), parser: createRawReplyParser(), grammar: undefined, choice: undefined };
+    return await engine.model.text.encode(raw);
   }
 
   return {
@@ -299,6 +304,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
 
     async countTokens(req: CountTokensRequest) {
       const engine = engineFor(req.model);
+      if (req.rawPrompt !== undefined) return { tokens: (await rawPromptIds(req, engine, req.rawPrompt)).length };
       if (req.messages.length === 0) return { tokens: (await engine.model.text.encode(req.text)).length };
       return { tokens: await countPrompt(req.model, engine, { messages: req.messages, tools: req.tools, options: req.options }) };
     },

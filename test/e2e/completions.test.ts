@@ -177,9 +177,11 @@ describe("completions: refusals the SDK reads", () => {
     const unknown = await refused({ model: "no-such-model" });
     expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
     expect(unknown.code).toBe("model_not_found");
-    const tooLong = await refused({ prompt: "lorem ipsum dolor ".repeat(800) });
-    expect(tooLong.status).toBe(400);
-    expect(tooLong.message).toMatch(/prompt too long/);
+    for (const prompt of ["lorem ipsum dolor ".repeat(800), "x".repeat(500_000)]) {
+      const tooLong = await refused({ prompt });
+      expect(tooLong.status).toBe(400);
+      expect(tooLong.message).toMatch(/prompt too long/);
+    }
   });
 });
 
