@@ -1,6 +1,6 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import type { DecideResponse, DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
+import type { DecideRequest, DecideResponse, DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { HttpError } from "../errors.js";
 import { decisionResponseToJson, parseDecisionRequest } from "../mappers/decision.js";
 import type { Route } from "../route.js";
@@ -23,6 +23,11 @@ const TEMPLATE_BYTES_PER_QUESTION = 512;
 export function decisionHold(bodyBytes: number, questions: number, maxWork?: number): number {
   const byBytes = 2 * bodyBytes + TEMPLATE_BYTES_PER_QUESTION * (questions + 1);
   return maxWork === undefined ? byBytes : Math.min(byBytes, maxWork + 64);
+}
+
+/** The request's questions, whichever of its two fields carries them (the gateway sends `question_list`). */
+export function questionCount(request: DecideRequest): number {
+  return request.questionList.length + Object.keys(request.questions).length;
 }
 
 /**
@@ -49,7 +54,7 @@ export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRou
       // the quota; the exact count is charged when the answer is known.
       const declared = Number(ctx.req.headers["content-length"]);
       const bodyBytes = Number.isFinite(declared) && declared > 0 ? declared : Buffer.byteLength(JSON.stringify(ctx.body));
-      await ctx.admit(UsageKind.DECISION, decisionHold(bodyBytes, Object.keys(parsed.request.questions).length, maxDecisionWorkTokens));
+      await ctx.admit(UsageKind.DECISION, decisionHold(bodyBytes, questionCount(parsed.request), maxDecisionWorkTokens));
       let response: DecideResponse;
       try {
         response = await decision.decide(parsed.request, { signal: ctx.signal });
