@@ -367,6 +367,7 @@ function anyRouteRequest() {
             "/v1/chat/",
             "/v1/chat/completions/x",
             "/v1/completions",
+            "/v1/responses",
             "/v1/embeddings",
             "/healthz/x",
             "/metrics",

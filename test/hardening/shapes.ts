@@ -146,6 +146,49 @@ export function checkAnyRoute(reply: Reply, path: string, method: string): strin
   const parsed = json(reply);
   if (typeof parsed === "string") return reply.status === 200 ? undefined : parsed;
   if (reply.status === 200) return undefined;
-  if (path.startsWith("/v1/chat/") || path === "/v1/completions") return openaiError(parsed.value);
+  if (path.startsWith("/v1/chat/") || path === "/v1/completions" || path === "/v1/responses") return openaiError(parsed.value);
   return detailError(parsed.value, reply.status);
+}
+
+const TERMINAL_RESPONSE_EVENTS = new Set(["response.completed", "response.incomplete", "response.failed"]);
+
+/** POST /v1/responses: a `response` object, or its SSE events (`event:` naming each data's type, a terminal one last, no [DONE]). */
+export function checkResponses(reply: Reply): string | undefined {
+  const problem = common(reply, new Set([...CLIENT_STATUSES, 529]));
+  if (problem !== undefined) return problem;
+  if (reply.status !== 200) {
+    const parsed = json(reply);
+    if (typeof parsed === "string") return parsed;
+    if (reply.status === 529 && reply.headers["retry-after"] === undefined) return "529 without retry-after";
+    return openaiError(parsed.value);
+  }
+  if (String(reply.headers["content-type"] ?? "").startsWith("text/event-stream")) {
+    const frames = reply.body
+      .toString("utf8")
+      .split("\n\n")
+      .filter((f) => f !== "" && !f.startsWith(":"));
+    let sequence = 0;
+    for (const frame of frames) {
+      const [eventLine, dataLine, ...rest] = frame.split("\n");
+      if (!eventLine?.startsWith("event: ") || !dataLine?.startsWith("data: ") || rest.length > 0)
+        return `not an event: ${frame.slice(0, 100)}`;
+      let data: unknown;
+      try {
+        data = JSON.parse(dataLine.slice(6));
+      } catch {
+        return `SSE data is not JSON: ${dataLine.slice(0, 100)}`;
+      }
+      if (!isObject(data) || data["type"] !== eventLine.slice(7)) return `data type is not the event's: ${frame.slice(0, 100)}`;
+      if (data["sequence_number"] !== sequence++) return `sequence_number ${String(data["sequence_number"])}, not ${sequence - 1}`;
+    }
+    const last = frames.at(-1)?.split("\n")[0]?.slice(7) ?? "";
+    return TERMINAL_RESPONSE_EVENTS.has(last) ? undefined : `the stream ends with ${last || "nothing"}`;
+  }
+  const parsed = json(reply);
+  if (typeof parsed === "string") return parsed;
+  const body = parsed.value;
+  if (!isObject(body) || body["object"] !== "response" || !Array.isArray(body["output"]) || !isObject(body["usage"])) {
+    return `not a response: ${reply.body.subarray(0, 200).toString("utf8")}`;
+  }
+  return undefined;
 }
