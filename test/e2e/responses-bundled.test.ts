@@ -6,7 +6,7 @@
 import { existsSync } from "node:fs";
 import { createOpenAI } from "@ai-sdk/openai";
 import { Ajv } from "ajv";
-import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
+import { generateText, jsonSchema, Output, stepCountIs, streamText, tool } from "ai";
 import OpenAI from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -91,6 +91,29 @@ describe.skipIf(!existsSync(BUNDLED_MODEL_DIR))("responses on the bundled model"
     const usage = await result.usage;
     expect(usage.totalTokens).toBe(usage.inputTokens! + usage.outputTokens!);
     await vi.waitFor(async () => expect(await charged(key.keyId)).toEqual({ prompt: usage.inputTokens, completion: usage.outputTokens }));
+  });
+
+  it("AI SDK generateText with Output.object: text.format json_schema, the object validates", async () => {
+    const { provider } = await providerWithKey();
+    const City = z.object({ name: z.string().max(24), country: z.string().max(24), population: z.number().int() });
+    const result = await generateText({ model: provider(MODEL), prompt: "Describe a city.", output: Output.object({ schema: City }) });
+    expect(City.safeParse(result.output).success).toBe(true);
+    expect((result.request.body as { text: { format: { type: string } } }).text.format.type).toBe("json_schema");
+  });
+
+  it("AI SDK with reasoning: the thinking arrives as reasoning, apart from the text, streamed and not", async () => {
+    const { provider } = await providerWithKey();
+    const providerOptions = { openai: { forceReasoning: true, reasoningEffort: "low", store: false } };
+    const ask = { model: provider(MODEL), prompt: "Is a tomato a fruit?", maxOutputTokens: 96, providerOptions };
+    const result = await generateText(ask);
+    expect(result.reasoningText?.length ?? 0).toBeGreaterThan(0);
+    expect(result.text).not.toContain(result.reasoningText!);
+    expect(result.usage.outputTokenDetails.reasoningTokens).toBeGreaterThan(0);
+    const streamed = streamText(ask);
+    let reasoning = "";
+    for await (const part of streamed.fullStream) if (part.type === "reasoning-delta") reasoning += part.text;
+    expect(reasoning).toBe(result.reasoningText);
+    expect(await streamed.text).toBe(result.text);
   });
 
   it("AI SDK generateText with a tool: the named call validates, runs, and its result goes back in the next step", async () => {
