@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import type { Client } from "@connectrpc/connect";
 import type { DecisionService } from "../gen/tessera/decision/v1/decision_pb.js";
 import type { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
+import { createAuthThrottle } from "../gateway/auth-throttle.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createCors } from "../gateway/cors.js";
 import { type AccountingGate, createGate } from "../gateway/gate.js";
@@ -42,7 +43,11 @@ export interface RunningGateway {
 /** The gateway of a process, embedded or distributed: its routes and Connect mount behind one gate, listening. */
 export async function startGateway(w: GatewayWiring): Promise<RunningGateway> {
   const { config, logger, metrics } = w;
-  const gate = createGate({ accounting: w.accounting, logger });
+  const gate = createGate({
+    accounting: w.accounting,
+    logger,
+    authThrottle: createAuthThrottle({ failuresPerMinute: config.authFailuresPerMinute }),
+  });
   const handler = createGatewayHandler({
     routes: createRoutes({
       maxDecisionWorkTokens: config.maxDecisionWorkTokens,

@@ -3,6 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { type AdmitResponse, type Principal, UsageKind, UsageSchema } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import type { Logger } from "../lib/logger.js";
 import type { RequestPathAccounting } from "../lib/usage/gate.js";
+import { type AuthThrottle, createAuthThrottle } from "./auth-throttle.js";
 import { bearerKey, MissingApiKey } from "./bearer.js";
 import { createPrincipalCache } from "./principal-cache.js";
 
@@ -50,6 +51,8 @@ export interface GatedCall {
   readonly requestId: string;
   /** The Authorization header as sent. */
   readonly authorization: string | undefined;
+  /** The client's address (failed authentications are throttled per address). */
+  readonly remoteAddress: string | undefined;
   /** The authenticated key, set by the gate. */
   principal: Principal | undefined;
   /** The quota an admission drew on and nothing has settled yet (the gate settles it at the end). */
@@ -79,6 +82,8 @@ export interface Gate {
 export interface GateDeps {
   accounting: AccountingGate;
   logger: Logger;
+  /** Throttling of failed authentications per address (auth-throttle.ts); default: 30 per minute. */
+  authThrottle?: AuthThrottle;
 }
 
 function usageOf(usage: SettleUsage) {
@@ -93,11 +98,20 @@ const refusesKey = (err: unknown) =>
   err instanceof ConnectError && (err.code === Code.Unauthenticated || err.code === Code.PermissionDenied);
 
 /** The one request gate of the public port (gateway/routes and the mounted Connect services). */
-export function createGate({ accounting, logger }: GateDeps): Gate {
+export function createGate({ accounting, logger, authThrottle = createAuthThrottle() }: GateDeps): Gate {
   const principals = createPrincipalCache();
 
-  async function authenticate(apiKey: string): Promise<Principal | undefined> {
-    const { principal } = await accounting.authenticate({ apiKey });
+  /** Looks the key up (unless its address is throttled: 429); an unknown key counts against its address. */
+  async function authenticate(call: GatedCall, apiKey: string): Promise<Principal | undefined> {
+    // A key that authenticated recently is exempt: the throttle is for guesses, not for clients.
+    if (principals.get(apiKey) === undefined) authThrottle.check(call.remoteAddress);
+    let principal: Principal | undefined;
+    try {
+      ({ principal } = await accounting.authenticate({ apiKey }));
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.Unauthenticated) authThrottle.failed(call.remoteAddress);
+      throw err;
+    }
     if (principal !== undefined) principals.set(apiKey, principal);
     return principal;
   }
@@ -130,7 +144,7 @@ export function createGate({ accounting, logger }: GateDeps): Gate {
 
   async function admitBefore(call: GatedCall, apiKey: string, kind: UsageKind, hold: number): Promise<void> {
     // Admit follows at once and checks the key and its account again: the cache is safe here.
-    call.principal = principals.get(apiKey) ?? (await authenticate(apiKey));
+    call.principal = principals.get(apiKey) ?? (await authenticate(call, apiKey));
     try {
       await admit(call, kind, hold);
     } catch (err) {
@@ -170,7 +184,7 @@ export function createGate({ accounting, logger }: GateDeps): Gate {
       const apiKey = bearerKey(call.authorization);
       if (apiKey === undefined) throw new MissingApiKey();
       if (charge.hold === "handler") {
-        call.principal = await authenticate(apiKey);
+        call.principal = await authenticate(call, apiKey);
         if (charge.kind !== UsageKind.UNSPECIFIED) await quotaLeft(call, charge.kind);
       } else await admitBefore(call, apiKey, charge.kind, charge.hold);
       let result: R;

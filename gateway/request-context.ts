@@ -92,6 +92,10 @@ export class HttpRequestContext implements RequestContext, GatedCall {
     return this.req.headers.authorization;
   }
 
+  get remoteAddress(): string | undefined {
+    return this.req.socket.remoteAddress;
+  }
+
   get res(): ServerResponse {
     if (!this.exposed) this.exposeHeaders();
     return this.response;

@@ -329,6 +329,13 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: integer(0, 3_600_000),
   },
   {
+    env: "TESSERA_AUTH_FAILURES_PER_MINUTE",
+    key: "authFailuresPerMinute",
+    fallback: "30",
+    help: "Failed authentications (unknown or revoked keys) a client address may make per minute, in bursts of as many; past it, requests from that address with a key not seen valid in the last minute get 429 with retry-after (0: no throttle).",
+    parse: integer(0, 1_000_000),
+  },
+  {
     env: "TESSERA_MAX_HEADER_BYTES",
     key: "maxHeaderBytes",
     fallback: "16384",

@@ -47,6 +47,8 @@ export interface Config {
   maxConnections: number;
   maxConnectionsPerAddress: number;
   firstByteTimeoutMs: number;
+  /** Failed authentications per minute per client address before 429 (0: no throttle). */
+  authFailuresPerMinute: number;
   maxHeaderBytes: number;
   maxHeaders: number;
   maxUrlBytes: number;
