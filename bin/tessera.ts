@@ -10,6 +10,7 @@ import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
 import { KEYS_HELP, runKeysCommand } from "../services/accounting/cli.js";
 import { CatalogError } from "../services/registry/catalog.js";
 import { bearerInterceptor, serviceTransport } from "../lib/remote/clients.js";
+import { runCalibrate } from "./calibrate-command.js";
 import { convertPython, runConvert } from "./convert-command.js";
 import { SERVICE_NAMES, startDistributed, type ServiceName } from "./distributed.js";
 import { startEmbedded } from "./embedded.js";
@@ -29,6 +30,10 @@ const USAGE = `Usage:
   tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int4]
       Convert a Hugging Face SDAR or Fast-dLLM v2 checkpoint into a model directory
       (tessera convert --help).
+  tessera calibrate <model-dir> <labelled.jsonl> [--holdout F] [--write]
+      Fit a model directory's decision temperatures (one per question type) on labelled
+      /v1/systemone requests, report NLL, ECE and accuracy before and after, and with --write
+      put them into its decision.json (tessera calibrate --help).
   tessera --help
 
 Settings (environment variables):
@@ -141,6 +146,8 @@ export async function main(argv: string[]): Promise<number> {
         return rest.length === 0 || rest.includes("--help") || rest.includes("-h")
           ? runConvert(rest, "")
           : runConvert(rest, convertPython(loadConfig().convertPython));
+      case "calibrate":
+        return await runCalibrate(rest);
       case undefined:
       case "--help":
       case "-h":

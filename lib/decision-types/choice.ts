@@ -4,7 +4,7 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { QuestionType } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { defineKey, jsonToProtoValue, protoValueToJson } from "./json-value.js";
 import { choiceFromLogits } from "./probabilities.js";
-import { finite, labelsFor, type QuestionTypeModule, valueToText } from "./question-type.js";
+import { finite, labelsFor, type QuestionTypeModule, quotedList, valueToText } from "./question-type.js";
 import { checkCount, isObject, MSG, optionalDescription } from "./rules.js";
 
 export const MIN_OPTIONS = 1;
@@ -106,5 +106,13 @@ export const choice: QuestionTypeModule<ChoiceQuestionJson, ChoiceAnswerJson> = 
     const probabilities: { [option: string]: number } = {};
     for (const p of result.value.probabilities) defineKey(probabilities, p.option, finite(p.probability));
     return { type: "choice", choice: result.value.choice, probabilities, confidence: finite(result.value.confidence) };
+  },
+
+  labelIndex(criteria, label) {
+    const names = optionsOf(criteria).map(([name]) => name);
+    const index = typeof label === "string" ? names.indexOf(label) : -1;
+    return index >= 0
+      ? { index }
+      : { problem: `the answer to a choice question must be the name of one of its options: ${quotedList(names)}` };
   },
 };

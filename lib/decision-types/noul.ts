@@ -83,4 +83,8 @@ export const noul: QuestionTypeModule<NoulQuestionJson, NoulAnswerJson> = {
   }),
 
   answerToJson: (result) => (result.case === "noul" ? { type: "noul", noul: finite(result.value.probability) } : undefined),
+
+  // labels.noul is [yes, no].
+  labelIndex: (_criteria, label) =>
+    typeof label === "boolean" ? { index: label ? 0 : 1 } : { problem: "the answer to a noul question must be true or false" },
 };

@@ -43,7 +43,15 @@ export interface QuestionTypeModule<Q extends PlainQuestion = PlainQuestion, J =
   answer(criteria: Q["criteria"], logits: readonly number[], temperature: number): AnswerInit;
   /** proto → REST: the answer's JSON, or undefined when `result` is another type's. */
   answerToJson(result: Answer["result"]): J | undefined;
+  /**
+   * Calibration (`tessera calibrate`): which of the question's labels a labelled answer names
+   * (noul true/false, a choice's option name, a score's level), or what is wrong with it.
+   */
+  labelIndex(criteria: Q["criteria"], label: unknown): LabelIndex;
 }
+
+/** The position of a labelled answer among a question's labels, or why it names none. */
+export type LabelIndex = { index: number } | { problem: string };
 
 /** The question cannot be asked of this model (e.g. more options than it has labels). */
 export class DecisionRenderError extends Error {
@@ -69,4 +77,10 @@ export function labelsFor(available: readonly string[], count: number, what: str
 // invalid JSON (JSON.stringify would write null).
 export function finite(x: number): number {
   return Number.isFinite(x) ? x : 0;
+}
+
+/** `"a", "b", "c"` for messages, the first `max` only. */
+export function quotedList(values: readonly string[], max = 8): string {
+  const shown = values.slice(0, max).map((v) => JSON.stringify(v));
+  return values.length > max ? `${shown.join(", ")}, … (${values.length} in all)` : shown.join(", ");
 }

@@ -4,7 +4,7 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { QuestionType } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { defineKey } from "./json-value.js";
 import { scoreFromLogits } from "./probabilities.js";
-import { finite, labelsFor, type QuestionTypeModule } from "./question-type.js";
+import { finite, labelsFor, type QuestionTypeModule, quotedList } from "./question-type.js";
 import { checkCount, MSG } from "./rules.js";
 
 export const MIN_LEVELS = 2;
@@ -91,5 +91,15 @@ export const score: QuestionTypeModule<ScoreQuestionJson, ScoreAnswerJson> = {
       defineKey(probabilities, String(i), finite(p));
     });
     return { type: "score", score: finite(result.value.score), legend, probabilities, confidence: finite(result.value.confidence) };
+  },
+
+  // A level by its number (as the answer's `score` and `legend` count them) or by its text.
+  labelIndex(criteria, label) {
+    if (typeof label === "number" && Number.isInteger(label) && label >= 0 && label < criteria.length) return { index: label };
+    const index = typeof label === "string" ? criteria.indexOf(label) : -1;
+    if (index >= 0) return { index };
+    return {
+      problem: `the answer to a score question must be a level's number (0 to ${criteria.length - 1}, lowest first) or its text: ${quotedList(criteria)}`,
+    };
   },
 };
