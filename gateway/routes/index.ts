@@ -11,7 +11,7 @@ import { modelsRoute } from "./models.js";
 import type { ReadinessCheck } from "../../lib/readiness.js";
 import { healthzRoute, metricsRoute, readyzRoute } from "./operations.js";
 import { playgroundRoutes } from "./playground.js";
-import { responsesRoute } from "./responses.js";
+import { responseRetrieveRoute, responsesRoute } from "./responses.js";
 import { systemoneRoute } from "./systemone.js";
 
 export interface RouteTableDeps {
@@ -38,6 +38,7 @@ export function createRoutes(deps: RouteTableDeps): Route[] {
     modelRetrieveRoute(deps),
     chatCompletionsRoute(deps),
     responsesRoute(deps),
+    responseRetrieveRoute(),
     completionsRoute(deps),
     systemoneRoute(deps),
     ...(deps.playground === false ? [] : playgroundRoutes()),

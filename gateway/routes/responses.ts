@@ -4,6 +4,7 @@ import type { InferenceService } from "../../gen/tessera/inference/v1/inference_
 import type { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
+import { RATE_ONLY } from "../gate.js";
 import { DEFAULT_MAX_TOKENS } from "../mappers/chat.js";
 import { parseResponsesRequest } from "../mappers/responses-request.js";
 import { collectResponse, createResponseMeta } from "../mappers/responses-response.js";
@@ -89,6 +90,33 @@ export function responsesRoute({ registry, inferenceFor, streamStallTimeoutMs }:
       await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || counted.tokens, completionTokens });
       if (outcome.outcome === "failed") ctx.log["streamError"] = toHttpError(outcome.error).message;
       return undefined;
+    },
+  };
+}
+
+const RESPONSE_PATH_PREFIX = "/v1/responses/";
+
+/**
+ * GET /v1/responses/{id} (`client.responses.retrieve`): nothing is stored, so every id is a
+ * 404 in OpenAI's shape that says why, rather than the unknown-path answer.
+ */
+export function responseRetrieveRoute(): Route {
+  return {
+    method: "GET",
+    path: `${RESPONSE_PATH_PREFIX}{id}`,
+    errorStyle: "openai",
+    charge: RATE_ONLY,
+    body: "none",
+    handle(ctx) {
+      const id = (ctx.req.url ?? "").slice(RESPONSE_PATH_PREFIX.length).split("?")[0]!.slice(0, 200);
+      throw new HttpError(
+        404,
+        "invalid_request_error",
+        `Response with id '${id}' not found: this server keeps no responses (it is stateless).`,
+        {
+          code: "not_found",
+        },
+      );
     },
   };
 }

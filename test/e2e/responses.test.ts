@@ -326,6 +326,10 @@ describe("responses: refusals and errors", () => {
     expect((fine as { store?: boolean }).store).toBe(false);
     const reference = await caught(client.responses.create({ model: MODEL, input: [{ type: "item_reference", id: "msg_1" }] }));
     expect(reference.param).toBe("input[0]");
+    // Nothing to retrieve, even the id of a response just given: a 404 that says why.
+    const retrieved = await caught(client.responses.retrieve(fine.id));
+    expect(retrieved).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(retrieved.message).toMatch(/not found: this server keeps no responses/);
   });
 
   it("unsupported tools and parts are 400s naming them; an unknown model is 404", async () => {
