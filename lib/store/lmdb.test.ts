@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -79,5 +79,27 @@ describe("lmdb store", () => {
     await Promise.all([runChild(), runChild(), mine()]);
     expect((await bucket.get("counter"))!.value.n).toBe(450);
     await store.close();
+  });
+});
+
+describe("lmdb store files", () => {
+  it("are readable by their owner only: the directory 0700, its files 0600, also when it existed before", async () => {
+    const parent = freshDir();
+    const path = join(parent, "accounting");
+    const store = openLmdbStore({ path });
+    await store.bucket<number>("b").put("k", 1);
+    await store.close();
+    const mode = (p: string) => statSync(p).mode & 0o777;
+    expect(mode(path)).toBe(0o700);
+    const files = readdirSync(path);
+    expect(files.length).toBeGreaterThan(0);
+    for (const file of files) expect(mode(join(path, file)), file).toBe(0o600);
+    // A store left world-readable by an earlier version is narrowed when it opens.
+    chmodSync(path, 0o755);
+    for (const file of files) chmodSync(join(path, file), 0o644);
+    const again = openLmdbStore({ path });
+    await again.close();
+    expect(mode(path)).toBe(0o700);
+    for (const file of readdirSync(path)) expect(mode(join(path, file)), file).toBe(0o600);
   });
 });

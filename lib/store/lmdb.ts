@@ -1,4 +1,5 @@
-import { resolve } from "node:path";
+import { chmodSync, mkdirSync, readdirSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { open, type Database, type RootDatabase } from "lmdb";
 import {
   assertValidBucketName,
@@ -13,7 +14,7 @@ import {
 } from "./types.js";
 
 export interface LmdbStoreOptions {
-  /** Directory of the LMDB environment (created if missing). */
+  /** Directory of the LMDB environment (created if missing); it is made 0700 and its files 0600. */
   path: string;
   /** Time source for entry expiry (ms since the epoch). */
   clock?: () => number;
@@ -49,7 +50,13 @@ export function openLmdbStore(options: LmdbStoreOptions): Store {
   const clock = options.clock ?? Date.now;
   const path = resolve(options.path);
   if (openInThisProcess.has(path)) throw new Error(`LMDB store ${path} is already open in this process`);
+  // Keys (hashed), accounts and usage are nobody else's business: the directory is closed to
+  // other users before LMDB creates its files in it (with the umask's mode), which are then
+  // narrowed to the owner as well.
+  mkdirSync(path, { recursive: true, mode: 0o700 });
+  chmodSync(path, 0o700);
   const root: RootDatabase = open({ path, noSubdir: false, maxDbs: 64 });
+  for (const file of readdirSync(path)) chmodSync(join(path, file), 0o600);
   openInThisProcess.add(path);
   const buckets = new Map<string, LmdbBucket<unknown>>();
   const revisions = { last: 0 };
