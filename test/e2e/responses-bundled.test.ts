@@ -6,7 +6,18 @@
 import { existsSync } from "node:fs";
 import { createOpenAI } from "@ai-sdk/openai";
 import { Ajv } from "ajv";
-import { generateText, jsonSchema, Output, stepCountIs, streamText, tool } from "ai";
+import {
+  APICallError,
+  defaultSettingsMiddleware,
+  generateText,
+  jsonSchema,
+  type ModelMessage,
+  Output,
+  stepCountIs,
+  streamText,
+  tool,
+  wrapLanguageModel,
+} from "ai";
 import OpenAI from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -114,6 +125,32 @@ describe.skipIf(!existsSync(BUNDLED_MODEL_DIR))("responses on the bundled model"
     for await (const part of streamed.fullStream) if (part.type === "reasoning-delta") reasoning += part.text;
     expect(reasoning).toBe(result.reasoningText);
     expect(await streamed.text).toBe(result.text);
+  });
+
+  it("AI SDK multi-turn: earlier replies go back as items with store false; by reference (its default) a 400 that says so", async () => {
+    const { provider } = await providerWithKey();
+    const first: ModelMessage[] = [{ role: "user", content: "Name a fruit." }];
+    const turn1 = await generateText({ model: provider(MODEL), messages: first, maxOutputTokens: 16 });
+    const history: ModelMessage[] = [...first, ...turn1.response.messages, { role: "user", content: "And a vegetable?" }];
+
+    // The AI SDK refers to its earlier text by item id unless told nothing is stored.
+    const refused = await generateText({ model: provider(MODEL), messages: history, maxOutputTokens: 16, maxRetries: 0 }).catch(
+      (e: unknown) => e,
+    );
+    expect(APICallError.isInstance(refused)).toBe(true);
+    expect((refused as APICallError).statusCode).toBe(400);
+    expect((refused as APICallError).message).toMatch(/item_reference.*store = false/);
+
+    // Once for every call: a model whose provider options say store false.
+    const model = wrapLanguageModel({
+      model: provider(MODEL),
+      middleware: defaultSettingsMiddleware({ settings: { providerOptions: { openai: { store: false } } } }),
+    });
+    const turn2 = await generateText({ model, messages: history, maxOutputTokens: 16 });
+    const sent = turn2.request.body as { input: { role?: string; content?: unknown }[] };
+    expect(sent.input.map((item) => item.role)).toEqual(["user", "assistant", "user"]);
+    expect(sent.input[1]!.content).toEqual([{ type: "output_text", text: turn1.text }]);
+    expect(turn2.usage.inputTokens).toBeGreaterThan(turn1.usage.inputTokens!);
   });
 
   it("AI SDK generateText with a tool: the named call validates, runs, and its result goes back in the next step", async () => {
