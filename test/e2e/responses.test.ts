@@ -361,6 +361,34 @@ describe("responses: refusals and errors", () => {
     }
   });
 
+  it("a stream the client leaves after the first text is charged its prompt and what it got, not max_output_tokens", async () => {
+    const { apiKey, accountId } = await tessera.createKey({ textQuota: 10_000_000 });
+    const controller = new AbortController();
+    const res = await tessera.fetch("/v1/responses", {
+      method: "POST",
+      key: apiKey,
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, input: "Count to ten.", max_output_tokens: 2048, stream: true }),
+      signal: controller.signal,
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let read = "";
+    while (!read.includes("event: response.output_text.delta")) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error("the stream ended before any text");
+      read += new TextDecoder().decode(value);
+    }
+    controller.abort();
+    const prompt = (await client.responses.create({ model: MODEL, input: "Count to ten.", max_output_tokens: 1 })).usage!.input_tokens;
+    await vi.waitFor(async () => {
+      const { account } = await tessera.clients.accounting.getAccount({ accountId });
+      expect(account!.textReservedTokens).toBe(0n);
+      expect(Number(account!.textUsedTokens)).toBeGreaterThan(prompt);
+      expect(Number(account!.textUsedTokens)).toBeLessThan(prompt + 2048);
+    });
+  });
+
   it("a streamed response is charged its usage", async () => {
     const key = await tessera.createKey();
     const final = await clientFor(key.apiKey).responses.stream({ model: MODEL, input: QUESTION }).finalResponse();
