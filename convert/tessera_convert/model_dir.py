@@ -175,11 +175,28 @@ def model_card(ck: Checkpoint, config: dict, weights: str, report: dict, source:
         "## Decisions",
         "",
         "`decision.json` asks in the model's own chat format and reads ordinary tokens (Yes / No, letters for options "
-        "and levels; labels of several tokens use the multi-token readout). Its temperatures are 1.0: **uncalibrated**. "
-        "To calibrate, answer a few hundred labelled decisions through `/v1/systemone` with these temperatures, then per "
-        "question type pick the T minimising the negative log-likelihood of the labels under softmax(log p / T) (a "
-        "one-dimensional search; `training/calibrate.py` does the same for the bundled model), and write it into "
-        "`temperatures` with `\"calibrated\": true`.",
+        "and levels; labels of several tokens use the multi-token readout). Its temperatures are 1.0: **uncalibrated**, "
+        "so its probabilities are the model's raw confidence, not measured frequencies.",
+        "",
+        "To calibrate, write a few hundred labelled decisions like the ones you will ask, one `/v1/systemone` request "
+        "body per line with its correct answers (`\"model\"` may be left out):",
+        "",
+        "```",
+        '{"state": "...", "questions": {"spam": {"type": "noul"}, "team": {"type": "choice", "criteria": '
+        '{"billing": null, "support": null}}}, "answers": {"spam": false, "team": "billing"}}',
+        "```",
+        "",
+        "(noul: `true`/`false`; choice: the option's name; score: the level's number from 0, or its text), then",
+        "",
+        "```",
+        "npx tessera calibrate <model-dir> labelled.jsonl --holdout 0.2   # report only",
+        "npx tessera calibrate <model-dir> labelled.jsonl --write         # store the fit",
+        "```",
+        "",
+        "where `<model-dir>` is this directory. It asks the model every question in-process, fits one temperature per question "
+        "type (the T minimising the negative log-likelihood of the correct answers under softmax(logits / T)), prints "
+        "NLL, ECE and accuracy per type before and after (on the held-out last 20% with `--holdout 0.2`), and with "
+        "`--write` puts the temperatures and `\"calibrated\": true` into `decision.json`.",
         "",
     ]
     for note in ck.notes:
