@@ -1,5 +1,6 @@
 import { parseJson } from "./body.js";
 import { parseChatRequest } from "./mappers/chat.js";
+import { parseResponsesRequest } from "./mappers/responses-request.js";
 
 /**
  * What a route may have done to its JSON body besides parsing it, on whichever thread parses
@@ -10,6 +11,8 @@ import { parseChatRequest } from "./mappers/chat.js";
 export const BODY_PREPARERS = {
   /** The chat-completion request validated and mapped (a ParsedChatRequest; its requestId is left empty). */
   chat: (value: unknown) => parseChatRequest(value),
+  /** The Responses request validated and mapped (a ParsedResponsesRequest; its requestId is left empty). */
+  responses: (value: unknown) => parseResponsesRequest(value),
 } as const;
 
 export type BodyPreparer = keyof typeof BODY_PREPARERS;

@@ -6,7 +6,7 @@ import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
 import { RATE_ONLY } from "../gate.js";
 import { DEFAULT_MAX_TOKENS } from "../mappers/chat.js";
-import { parseResponsesRequest } from "../mappers/responses-request.js";
+import type { ParsedResponsesRequest } from "../mappers/responses-request.js";
 import { collectResponse, createResponseMeta } from "../mappers/responses-response.js";
 import { streamResponse } from "../mappers/responses-stream.js";
 import type { Route } from "../route.js";
@@ -35,13 +35,16 @@ export function responsesRoute({ registry, inferenceFor, streamStallTimeoutMs }:
     errorStyle: "openai",
     charge: { kind: UsageKind.TEXT, hold: "handler" },
     body: "json",
+    // Validated where the body is parsed: off the event loop for a large one.
+    prepareBody: "responses",
     async handle(ctx) {
-      const parsed = parseResponsesRequest(ctx.body, { requestId: ctx.requestId });
+      const parsed = ctx.body as ParsedResponsesRequest;
       if (!parsed.ok) {
         const { message, param, code } = parsed.error;
         throw new HttpError(400, "invalid_request_error", message, { code, param });
       }
       const { request, stream, echo } = parsed;
+      request.requestId = ctx.requestId;
       const asked = request.model;
       ctx.log.model = asked;
 

@@ -135,6 +135,16 @@ describe("responses: create", () => {
     expect(split.usage!.input_tokens).toBe(splitChat.usage!.prompt_tokens);
   });
 
+  it("a large body is validated off the event loop (the body worker) and answered the same", async () => {
+    const small = await client.responses.create({ model: MODEL, input: QUESTION, max_output_tokens: 4 });
+    // An ignored field makes the body large without changing the prompt.
+    const large = await client.responses.create({ model: MODEL, input: QUESTION, max_output_tokens: 4, user: "u".repeat(300_000) });
+    expect(large.usage).toEqual(small.usage);
+    expect(messageText(large)).toBe(messageText(small));
+    const refused = await caught(client.responses.create({ model: MODEL, input: QUESTION, store: true, user: "u".repeat(300_000) }));
+    expect(refused.param).toBe("store");
+  });
+
   it("max_output_tokens: status incomplete, incomplete_details.reason max_output_tokens", async () => {
     const response = await client.responses.create({ model: MODEL, input: QUESTION, max_output_tokens: 5 });
     expect(response.status).toBe("incomplete");
