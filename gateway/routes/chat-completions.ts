@@ -4,10 +4,10 @@ import type { InferenceService } from "../../gen/tessera/inference/v1/inference_
 import type { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
-import { DEFAULT_MAX_TOKENS, collectCompletion, createCompletionMeta, type ParsedChatRequest, streamCompletion } from "../mappers/chat.js";
+import { collectCompletion, createCompletionMeta, type ParsedChatRequest, streamCompletion } from "../mappers/chat.js";
 import type { Route } from "../route.js";
 import { createSseWriter } from "../sse.js";
-import { inClientTerms, resolveTextModel, shownAs, streamErrorBody } from "./text-generation.js";
+import { admitChatGeneration, resolveTextModel, shownAs, streamErrorBody, tokensOfText } from "./text-generation.js";
 
 export interface ChatRouteDeps {
   registry: Pick<Client<typeof RegistryService>, "resolveModel">;
@@ -47,16 +47,7 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
       const inference: Client<typeof InferenceService> = inferenceFor(servingId);
       request.model = servingId;
 
-      const counted = await inference
-        .countTokens(
-          { model: servingId, messages: request.messages, tools: request.tools, options: request.options },
-          { signal: ctx.signal },
-        )
-        .catch((err: unknown) => {
-          throw inClientTerms(err, servingId, shownModel);
-        });
-      const maxTokens = request.options?.maxTokens || DEFAULT_MAX_TOKENS;
-      await ctx.admit(UsageKind.TEXT, counted.tokens + maxTokens);
+      const promptTokens = await admitChatGeneration(ctx, inference, request, { servingId, shownModel });
 
       const meta = createCompletionMeta({
         model: shownModel,
@@ -85,15 +76,9 @@ export function chatCompletionsRoute({ registry, inferenceFor, streamStallTimeou
         streamErrorBody,
         { includeUsage },
       );
-      let completionTokens = outcome.completionTokens;
-      if (completionTokens === undefined) {
-        // The stream ended early: charge the tokens of the text that reached the client.
-        completionTokens =
-          delivered.text === ""
-            ? 0
-            : (await inference.countTokens({ model: servingId, text: delivered.text }).catch(() => ({ tokens: 0 }))).tokens;
-      }
-      await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || counted.tokens, completionTokens });
+      // A stream that ended early is charged the tokens of the text that reached the client.
+      const completionTokens = outcome.completionTokens ?? (await tokensOfText(inference, servingId, delivered.text));
+      await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || promptTokens, completionTokens });
       if (outcome.outcome === "failed") ctx.log["streamError"] = toHttpError(outcome.error).message;
       return undefined;
     },

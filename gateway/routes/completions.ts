@@ -7,7 +7,7 @@ import { streamGeneration } from "../mappers/generation-stream.js";
 import type { Route } from "../route.js";
 import { createSseWriter } from "../sse.js";
 import type { ChatRouteDeps } from "./chat-completions.js";
-import { inClientTerms, resolveTextModel, shownAs, streamErrorBody } from "./text-generation.js";
+import { inClientTerms, resolveTextModel, shownAs, streamErrorBody, tokensOfText } from "./text-generation.js";
 
 /**
  * POST /v1/completions, OpenAI's legacy completions: the prompt continued as it is (no chat
@@ -64,14 +64,8 @@ export function completionsRoute({ registry, inferenceFor, streamStallTimeoutMs 
         createTextChunker(meta, { includeUsage }),
         streamErrorBody,
       );
-      let completionTokens = outcome.completionTokens;
-      if (completionTokens === undefined) {
-        // The stream ended early: charge the tokens of the text that reached the client.
-        completionTokens =
-          delivered.text === ""
-            ? 0
-            : (await inference.countTokens({ model: servingId, text: delivered.text }).catch(() => ({ tokens: 0 }))).tokens;
-      }
+      // A stream that ended early is charged the tokens of the text that reached the client.
+      const completionTokens = outcome.completionTokens ?? (await tokensOfText(inference, servingId, delivered.text));
       await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || counted.tokens, completionTokens });
       if (outcome.outcome === "failed") ctx.log["streamError"] = toHttpError(outcome.error).message;
       return undefined;

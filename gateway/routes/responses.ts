@@ -5,13 +5,12 @@ import type { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
 import { RATE_ONLY } from "../gate.js";
-import { DEFAULT_MAX_TOKENS } from "../mappers/chat.js";
 import type { ParsedResponsesRequest } from "../mappers/responses-request.js";
 import { collectResponse, createResponseMeta } from "../mappers/responses-response.js";
 import { streamResponse } from "../mappers/responses-stream.js";
 import type { Route } from "../route.js";
 import { createSseWriter } from "../sse.js";
-import { inClientTerms, resolveTextModel, shownAs, streamErrorBody } from "./text-generation.js";
+import { admitChatGeneration, resolveTextModel, shownAs, streamErrorBody, tokensOfText } from "./text-generation.js";
 
 export interface ResponsesRouteDeps {
   registry: Pick<Client<typeof RegistryService>, "resolveModel">;
@@ -51,18 +50,8 @@ export function responsesRoute({ registry, inferenceFor, streamStallTimeoutMs }:
       const { servingId, shownModel } = await resolveTextModel(registry, asked, ctx.signal);
       const inference: Client<typeof InferenceService> = inferenceFor(servingId);
       request.model = servingId;
-      const tokensOf = async (text: string): Promise<number> =>
-        text === "" ? 0 : (await inference.countTokens({ model: servingId, text }).catch(() => ({ tokens: 0 }))).tokens;
-
-      const counted = await inference
-        .countTokens(
-          { model: servingId, messages: request.messages, tools: request.tools, options: request.options },
-          { signal: ctx.signal },
-        )
-        .catch((err: unknown) => {
-          throw inClientTerms(err, servingId, shownModel);
-        });
-      await ctx.admit(UsageKind.TEXT, counted.tokens + (request.options?.maxTokens || DEFAULT_MAX_TOKENS));
+      const tokensOf = (text: string) => tokensOfText(inference, servingId, text);
+      const promptTokens = await admitChatGeneration(ctx, inference, request, { servingId, shownModel });
 
       const meta = createResponseMeta({ model: shownModel, echo });
       const delivered = { text: "" };
@@ -90,7 +79,7 @@ export function responsesRoute({ registry, inferenceFor, streamStallTimeoutMs }:
       );
       // A stream that ended early is charged the tokens of the text that reached the client.
       const completionTokens = outcome.completionTokens ?? (await tokensOf(delivered.text));
-      await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || counted.tokens, completionTokens });
+      await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || promptTokens, completionTokens });
       if (outcome.outcome === "failed") ctx.log["streamError"] = toHttpError(outcome.error).message;
       return undefined;
     },

@@ -1,13 +1,17 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import type { GenerateResponse } from "../../gen/tessera/inference/v1/inference_pb.js";
+import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import type { GenerateRequest, GenerateResponse, InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { HttpError, toHttpError } from "../errors.js";
+import { DEFAULT_MAX_TOKENS } from "../mappers/chat.js";
 import type { StreamErrorBody } from "../mappers/generation-stream.js";
+import type { RequestContext } from "../route.js";
 
 /**
- * What every route that generates text shares (chat completions, completions): resolving the
- * model the client named to a serving id, and telling the engine's errors and events in the
- * client's terms.
+ * What every route that generates text shares (chat completions, completions, Responses):
+ * resolving the model the client named to a serving id, admitting a chat-templated request for
+ * its size, telling the engine's errors and events in the client's terms, and counting what a
+ * stream that ended early delivered.
  */
 
 export interface ResolvedTextModel {
@@ -75,4 +79,36 @@ export async function* shownAs(events: AsyncIterable<GenerateResponse>, servingI
 export function streamErrorBody(err: unknown): StreamErrorBody {
   const http = toHttpError(err);
   return { message: http.message, type: http.type, code: http.options.code ?? null };
+}
+
+/**
+ * Counts a chat-templated request's prompt and admits the key reserving prompt + max_tokens
+ * of its text quota (429 when that does not fit). Returns the prompt's tokens.
+ */
+export async function admitChatGeneration(
+  ctx: Pick<RequestContext, "admit" | "signal">,
+  inference: Pick<Client<typeof InferenceService>, "countTokens">,
+  request: GenerateRequest,
+  model: ResolvedTextModel,
+): Promise<number> {
+  const counted = await inference
+    .countTokens(
+      { model: model.servingId, messages: request.messages, tools: request.tools, options: request.options },
+      { signal: ctx.signal },
+    )
+    .catch((err: unknown) => {
+      throw inClientTerms(err, model.servingId, model.shownModel);
+    });
+  await ctx.admit(UsageKind.TEXT, counted.tokens + (request.options?.maxTokens || DEFAULT_MAX_TOKENS));
+  return counted.tokens;
+}
+
+/** Tokens of a text (0 for none, or when counting fails): what a stream that ended early delivered. */
+export async function tokensOfText(
+  inference: Pick<Client<typeof InferenceService>, "countTokens">,
+  servingId: string,
+  text: string,
+): Promise<number> {
+  if (text === "") return 0;
+  return (await inference.countTokens({ model: servingId, text }).catch(() => ({ tokens: 0 }))).tokens;
 }
