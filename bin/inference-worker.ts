@@ -39,6 +39,7 @@ export async function startInferenceWorker(
     slots: config.slots,
     queue: config.queue,
     maxScoreWorkTokens: config.maxDecisionWorkTokens,
+    maxScoreRowTokens: config.maxDecisionRowTokens,
     intraOpThreads: config.intraOpThreads,
     executionProviders: config.executionProviders,
     ortWorker: config.ortWorker,

@@ -161,6 +161,16 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: integer(1, 100_000_000),
   },
   {
+    env: "TESSERA_MAX_DECISION_ROW_TOKENS",
+    key: "maxDecisionRowTokens",
+    fallback: "1024",
+    help:
+      "Most tokens of one model forward of a decision: a question whose row (its state tail, question and options, answer slot) is longer " +
+      "is refused with 400 naming this limit before the model runs; rows are batched and the state prefilled in forwards of at most this many " +
+      "tokens, so that a decision holds the model for one short forward at a time.",
+    parse: integer(64, 100_000),
+  },
+  {
     env: "TESSERA_CONVERT_PYTHON",
     key: "convertPython",
     fallback: "",

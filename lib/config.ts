@@ -21,6 +21,8 @@ export interface Config {
   queue: number;
   /** Most tokens of model work one decision (Score request) may need. */
   maxDecisionWorkTokens: number;
+  /** Most tokens of one forward of a decision: a longer question row is refused (400). */
+  maxDecisionRowTokens: number;
   intraOpThreads: number;
   /** Run ONNX Runtime sessions on a worker thread. */
   ortWorker: boolean;

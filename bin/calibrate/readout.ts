@@ -50,6 +50,7 @@ export async function readLabelled(
     slots: 1,
     queue: 1,
     maxScoreWorkTokens: config.maxDecisionWorkTokens,
+    maxScoreRowTokens: config.maxDecisionRowTokens,
     intraOpThreads: config.intraOpThreads,
     executionProviders: config.executionProviders,
     ortWorker: config.ortWorker,

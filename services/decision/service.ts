@@ -73,15 +73,19 @@ export function createDecisionService(deps: DecisionDeps): ServiceImpl<typeof De
         }
       });
 
-      const scores = await inferenceFor(servingId).score(
-        {
-          requestId: req.requestId,
-          model: servingId,
-          prefix,
-          suffixes: suffixes.map(({ suffix, labels }) => ({ text: suffix, labels })),
-        },
-        { signal: ctx.signal },
-      );
+      const scores = await inferenceFor(servingId)
+        .score(
+          {
+            requestId: req.requestId,
+            model: servingId,
+            prefix,
+            suffixes: suffixes.map(({ suffix, labels }) => ({ text: suffix, labels })),
+          },
+          { signal: ctx.signal },
+        )
+        .catch((err: unknown) => {
+          throw inQuestionTerms(err, checked.questions);
+        });
       checkScores(scores, suffixes, checked.questions, model.maxPositions, req.model);
 
       const answers: { [id: string]: Answer } = {};
@@ -130,6 +134,18 @@ async function loadDecisionModel(inference: Client<typeof InferenceService>, ser
     }
     throw err;
   }
+}
+
+/** Inference names a question by its suffix's index (`suffixes[2]`); the client knows it by its id. */
+function inQuestionTerms(err: unknown, questions: readonly { id: string }[]): unknown {
+  if (!(err instanceof ConnectError) || !/suffixes\[\d+\]/.test(err.rawMessage)) return err;
+  const message = err.rawMessage.replace(/suffixes\[(\d+)\]/g, (text, i: string) => {
+    const id = questions[Number(i)]?.id;
+    return id === undefined ? text : `question ${JSON.stringify(id)}`;
+  });
+  const renamed = new ConnectError(message, err.code, err.metadata, undefined, err.cause);
+  renamed.details = err.details;
+  return renamed;
 }
 
 function checkScores(

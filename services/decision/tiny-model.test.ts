@@ -24,7 +24,14 @@ let decision: Client<typeof DecisionService>;
 let inference: Client<typeof InferenceService>;
 
 beforeAll(async () => {
-  pool = await loadModelPool({ models: [{ servingId: "bundled", dir: TINY_MODEL_DIR }], slots: 2, queue: 8, intraOpThreads: 1 });
+  // 128-option questions need rows of about 1,600 tokens, past the default row cap (TESSERA_MAX_DECISION_ROW_TOKENS).
+  pool = await loadModelPool({
+    models: [{ servingId: "bundled", dir: TINY_MODEL_DIR }],
+    slots: 2,
+    queue: 8,
+    intraOpThreads: 1,
+    maxScoreRowTokens: 2048,
+  });
   const logger = silentLogger();
   inference = createClient(
     InferenceService,

@@ -13,6 +13,13 @@ export const DEFAULT_MAX_TOKENS = 1024;
 export const MAX_TOKENS_CAP = 8192;
 /** Default of the cap on a Score request's work (TESSERA_MAX_DECISION_WORK_TOKENS). */
 export const DEFAULT_MAX_SCORE_WORK_TOKENS = 8192;
+/**
+ * Default of the cap on one forward of a Score request (TESSERA_MAX_DECISION_ROW_TOKENS): the
+ * longest a generation step waits behind a decision is one forward of this many row tokens (a
+ * ~1,800-token row of a 128-option question held the bundled model for 1.5–20 s on 2 shared
+ * cores). About 70 options with short descriptions fit one question.
+ */
+export const DEFAULT_MAX_SCORE_ROW_TOKENS = 1024;
 
 /** One loaded model with its slots and step loop; it may answer to several serving ids. */
 export interface ModelEngine {
@@ -35,6 +42,8 @@ export interface ModelEngine {
   threshold: number;
   /** Most tokens of model work one Score request may need (score.ts). */
   maxScoreWorkTokens: number;
+  /** Most tokens of one forward of a Score request: a longer row is refused, rows and the prefix are cut to it (score.ts). */
+  maxScoreRowTokens: number;
   metrics: EngineMetrics | undefined;
   close(): Promise<void>;
 }
@@ -58,6 +67,8 @@ export interface ModelEngineOptions {
   threshold?: number;
   /** Most tokens of model work one Score request may need; default DEFAULT_MAX_SCORE_WORK_TOKENS. */
   maxScoreWorkTokens?: number;
+  /** Most tokens of one forward of a Score request; default DEFAULT_MAX_SCORE_ROW_TOKENS. */
+  maxScoreRowTokens?: number;
   prefillChunk?: number;
   metrics?: EngineMetrics;
   logger?: Logger;
@@ -124,6 +135,7 @@ export function createModelEngine(options: ModelEngineOptions): ModelEngine {
     policyFor: (servingId) => own.get(servingId) ?? policy,
     threshold,
     maxScoreWorkTokens: options.maxScoreWorkTokens ?? DEFAULT_MAX_SCORE_WORK_TOKENS,
+    maxScoreRowTokens: options.maxScoreRowTokens ?? DEFAULT_MAX_SCORE_ROW_TOKENS,
     metrics: options.metrics,
     close: async () => {
       await scheduler.close();

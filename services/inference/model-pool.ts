@@ -26,6 +26,8 @@ export interface ModelPoolOptions {
   prefillChunk?: number;
   /** Most tokens of model work one Score request may need (TESSERA_MAX_DECISION_WORK_TOKENS). */
   maxScoreWorkTokens?: number;
+  /** Most tokens of one forward of a Score request (TESSERA_MAX_DECISION_ROW_TOKENS). */
+  maxScoreRowTokens?: number;
   logger?: Logger;
   metrics?: Registry;
   /** Wraps each model's runner (tests: count rows, inject failures). */
@@ -83,6 +85,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         servingPolicies: Object.fromEntries(servingIds.filter((id) => id in servingPolicies).map((id) => [id, servingPolicies[id]!])),
         ...(options.prefillChunk !== undefined ? { prefillChunk: options.prefillChunk } : {}),
         ...(options.maxScoreWorkTokens !== undefined ? { maxScoreWorkTokens: options.maxScoreWorkTokens } : {}),
+        ...(options.maxScoreRowTokens !== undefined ? { maxScoreRowTokens: options.maxScoreRowTokens } : {}),
         ...(metrics !== undefined ? { metrics } : {}),
         ...(options.logger !== undefined ? { logger: options.logger } : {}),
         ...(wrap !== undefined ? { wrapRunner: (r: ForwardRunner) => wrap(r, name) } : {}),

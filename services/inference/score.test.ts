@@ -321,3 +321,31 @@ describe("scoreSuffixes under the work cap", () => {
     expect(performance.now() - started).toBeLessThan(200);
   });
 });
+
+describe("scoreSuffixes under the row cap", () => {
+  let capped: ModelPool;
+  let free: ModelPool;
+  beforeAll(async () => {
+    const options = { slots: 1, queue: 1, intraOpThreads: 1, logger: silentLogger() };
+    capped = await loadModelPool({ models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }], maxScoreRowTokens: 128, ...options });
+    free = await loadModelPool({ models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }], maxScoreRowTokens: 4096, ...options });
+  });
+  afterAll(async () => {
+    await Promise.all([capped?.close(), free?.close()]);
+  });
+
+  it("refuses a question whose row passes the cap, naming the setting, and answers the others as without a cap", async () => {
+    const long = { text: `\nWhich one? ${"one of many options, ".repeat(40)}`, labels: ["a", "b"] };
+    const err = await scoreSuffixes(capped.engine("tiny")!, { prefix: "State: it rains.", suffixes: [long] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidRequest);
+    expect((err as Error).message).toMatch(/suffixes\[0\] needs a row of .*tokens.*at most 128 \(TESSERA_MAX_DECISION_ROW_TOKENS\)/);
+    // A state of several blocks is prefilled in forwards of at most the cap; the readout is the same.
+    const input = {
+      prefix: `State: ${"the weather report says it rains in the north. ".repeat(40)}`,
+      suffixes: [{ text: "\nIs it raining?", labels: ["yes", "no"] }],
+    };
+    const [a, b] = await Promise.all([scoreSuffixes(capped.engine("tiny")!, input), scoreSuffixes(free.engine("tiny")!, input)]);
+    expect(a.prefixTokens).toBeGreaterThan(256);
+    for (const [i, logit] of a.results[0]!.logits.entries()) expect(logit).toBeCloseTo(b.results[0]!.logits[i]!, 4);
+  });
+});

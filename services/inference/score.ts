@@ -38,7 +38,8 @@ const FORWARD_BUDGET = 16 * 1024 * 1024;
 
 /**
  * Row tokens of one readout forward: the time slice a decision holds the model for before the
- * fair runner may give it to another request (a row longer than this still goes in one forward).
+ * fair runner may give it to another request; at most the engine's row cap too
+ * (TESSERA_MAX_DECISION_ROW_TOKENS), which no row may pass.
  */
 const FORWARD_ROW_TOKENS = 1024;
 
@@ -96,6 +97,11 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   let leastWork = fewestTokens(prefixBytes, bytesPerToken);
   for (const suffix of input.suffixes) leastWork += fewestTokens(Buffer.byteLength(suffix.text), bytesPerToken);
   if (leastWork > maxWork) throw tooMuchWork(`at least ${leastWork}`, maxWork);
+  const maxRow = engine.maxScoreRowTokens;
+  input.suffixes.forEach((suffix, i) => {
+    const least = fewestTokens(Buffer.byteLength(suffix.text), bytesPerToken) + 1;
+    if (least > maxRow) throw rowTooLong(i, `at least ${least}`, maxRow);
+  });
 
   const labelList = [...new Set(input.suffixes.flatMap((s) => s.labels))];
   const {
@@ -143,7 +149,11 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
     });
   });
   let work = shared;
-  for (const row of rows.values()) work += row.tokens.length;
+  for (const [key, row] of rows) {
+    // The tail of the state before the shared blocks' end is part of the row too.
+    if (row.tokens.length > maxRow) throw rowTooLong(Number(key.slice(0, key.indexOf("|"))), String(row.tokens.length), maxRow);
+    work += row.tokens.length;
+  }
   if (work > maxWork) throw tooMuchWork(String(work), maxWork);
   // This request's forwards, as the fair runner tells them from other requests'.
   const lane = {};
@@ -157,7 +167,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
     };
     const kv = new SequenceKV(kvShape, Math.max(shared, 1));
     const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
-    const chunk = Math.max(blockSize, Math.floor(PREFILL_CHUNK / blockSize) * blockSize);
+    const chunk = Math.max(blockSize, Math.floor(Math.min(PREFILL_CHUNK, maxRow) / blockSize) * blockSize);
     while (past.length < shared) {
       if (signal?.aborted) throw canceled();
       const tokens = prefixIds.slice(past.length, Math.min(shared, past.length + chunk));
@@ -234,7 +244,16 @@ function maxRows(seq: number, past: number, engine: ModelEngine): number {
   const { vocabSize: V, kvShape } = engine.decode;
   const kvPerRow = 2 * kvShape.layers * kvShape.heads * kvShape.headDim * past;
   const byMemory = Math.floor(FORWARD_BUDGET / (seq * V + seq * (past + seq) + kvPerRow));
-  return Math.max(1, Math.min(byMemory, Math.floor(FORWARD_ROW_TOKENS / seq)));
+  return Math.max(1, Math.min(byMemory, Math.floor(Math.min(FORWARD_ROW_TOKENS, engine.maxScoreRowTokens) / seq)));
+}
+
+/** One suffix's row is longer than one forward of a Score request may be (TESSERA_MAX_DECISION_ROW_TOKENS). */
+function rowTooLong(suffix: number, tokens: string, limit: number): InvalidRequest {
+  return invalid(
+    `suffixes[${suffix}] needs a row of ${tokens} tokens (its tail of the state, the question with its options, the answer slot); ` +
+      `one forward of a decision may hold at most ${limit} (TESSERA_MAX_DECISION_ROW_TOKENS). ` +
+      "Give that question fewer or shorter options, or split it.",
+  );
 }
 
 /** The request would cost more model work than one request may (TESSERA_MAX_DECISION_WORK_TOKENS). */

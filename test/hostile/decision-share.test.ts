@@ -1,0 +1,82 @@
+// A decision cannot hold the model (issue 11, item 2), with the bundled model in a `tessera serve`
+// of its own: a question whose row passes TESSERA_MAX_DECISION_ROW_TOKENS (128 options) is refused
+// at once naming the limit, and behind the largest decision the limits allow (rows just under the
+// row cap, work just under TESSERA_MAX_DECISION_WORK_TOKENS) a 16-token chat is answered within
+// 3 s while the server's RSS stays under 1 GB.
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { peakRssWhile, startServe, wideDecisionBody, writeCatalog, type ServeChild } from "../../bench/_hostile.js";
+import { BUNDLED_MODEL_DIR } from "../helpers/tessera.js";
+
+const scratch = mkdtempSync(join(tmpdir(), "tessera-decision-share-"));
+const key = `tsr_${randomBytes(32).toString("base64url")}`;
+let serve: ServeChild;
+
+beforeAll(async () => {
+  serve = await startServe({
+    TESSERA_DATA_DIR: join(scratch, "data"),
+    TESSERA_MODELS_CONFIG: writeCatalog(scratch, BUNDLED_MODEL_DIR),
+    TESSERA_BOOTSTRAP_KEY: key,
+    TESSERA_DEFAULT_RPM: "100000",
+    TESSERA_LOG_LEVEL: "info",
+  });
+}, 120_000);
+afterAll(async () => {
+  serve?.child.kill("SIGKILL");
+  await serve?.exited;
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+async function post(path: string, body: string) {
+  const started = performance.now();
+  const res = await fetch(serve.url + path, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body,
+  });
+  return { status: res.status, text: await res.text(), ms: performance.now() - started };
+}
+
+const chat16 = JSON.stringify({ model: "textmodel-26b", max_tokens: 16, messages: [{ role: "user", content: "Say hello." }] });
+/** Options per question whose row stays just under the default row cap of 1,024 (about 14 tokens an option). */
+const OPTIONS = 70;
+
+describe("a decision and a chat behind it", () => {
+  it("a 128-option question is refused at once, naming TESSERA_MAX_DECISION_ROW_TOKENS", { timeout: 60_000 }, async () => {
+    const refused = await post("/v1/systemone", wideDecisionBody(4, 128));
+    expect(refused.status, refused.text).toBe(400);
+    expect(refused.text).toMatch(
+      /question \\?"q0\\?" needs a row of (at least )?\d+ tokens.*at most 1024 \(TESSERA_MAX_DECISION_ROW_TOKENS\)/,
+    );
+    expect(refused.ms).toBeLessThan(3_000);
+  });
+
+  it("behind the largest allowed decision, a 16-token chat answers within 3 s; RSS stays under 1 GB", { timeout: 240_000 }, async () => {
+    // The work cap's refusal comes before any forward and says what a request of 24 such questions needs.
+    const probe = await post("/v1/systemone", wideDecisionBody(24, OPTIONS));
+    expect(probe.status, probe.text.slice(0, 300)).toBe(400);
+    const needs = Number(/needs (\d+) tokens of model work/.exec(probe.text)?.[1]);
+    // The state is counted once in `needs`, so this is the most questions under the cap, or one fewer.
+    const questions = Math.floor((8192 * 24) / needs);
+    const largest = wideDecisionBody(questions, OPTIONS);
+    expect((await post("/v1/chat/completions", chat16)).status).toBe(200); // warm
+    const alone = await post("/v1/chat/completions", chat16);
+    const decision = post("/v1/systemone", largest);
+    const peak = peakRssWhile(serve.child.pid!, decision);
+    await new Promise((r) => setTimeout(r, 1000));
+    const behind = await post("/v1/chat/completions", chat16);
+    const decided = await decision;
+    const peakBytes = await peak;
+    console.log(
+      `largest allowed decision: ${questions} questions x ${OPTIONS} options, ${decided.status} in ${Math.round(decided.ms)} ms; ` +
+        `16-token chat alone ${Math.round(alone.ms)} ms, behind it ${Math.round(behind.ms)} ms; peak RSS ${Math.round(peakBytes / 2 ** 20)} MiB`,
+    );
+    expect(decided.status, decided.text.slice(0, 300)).toBe(200);
+    expect(behind.status).toBe(200);
+    expect(behind.ms).toBeLessThanOrEqual(3_000);
+    expect(peakBytes).toBeLessThan(1024 ** 3);
+  });
+});
