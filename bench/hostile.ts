@@ -4,7 +4,8 @@
 //   bodies    3 concurrent 7.4 MB chat bodies (2,048 messages × 3.6 KB) while /healthz, /readyz,
 //             /metrics and /v1/models are probed every 200 ms: the slowest probe, failed probes,
 //             the chats' statuses.
-//   decision  wide decisions (HOSTILE_WIDE, default 64,4 choice questions × 128 options) each with a
+//   decision  wide decisions (HOSTILE_WIDE, default 64,4 choice questions × HOSTILE_OPTIONS, default 128
+//             options; 8 × 70 is about the largest the default limits allow) each with a
 //             16-token chat sent 1 s later: both latencies, the
 //             decision's status, the server's peak RSS and its RSS 5 s after.
 //   quota     a key with a decision quota of 50, 10 parallel 2-question decisions: how many were
@@ -58,11 +59,11 @@ async function bodies(server: BenchServer) {
   };
 }
 
-async function decisionBehind(server: BenchServer, questions: number) {
+async function decisionBehind(server: BenchServer, questions: number, options: number) {
   const pid = server.child.pid!;
   const alone = await post(server, "/v1/chat/completions", chat16);
   const baseline = rssOf(pid);
-  const wide = post(server, "/v1/systemone", wideDecisionBody(questions, 128));
+  const wide = post(server, "/v1/systemone", wideDecisionBody(questions, options));
   const peak = peakRssWhile(pid, wide);
   await new Promise((r) => setTimeout(r, 1000));
   const chat = await post(server, "/v1/chat/completions", chat16);
@@ -73,7 +74,7 @@ async function decisionBehind(server: BenchServer, questions: number) {
   await new Promise((r) => setTimeout(r, 30_000));
   return {
     questions,
-    options: 128,
+    options,
     decision: { status: answer.status, ms: answer.ms, message: answer.status === 200 ? "" : answer.text.slice(0, 300) },
     chatAloneMs: alone.ms,
     chatBehind: { status: chat.status, ms: chat.ms },
@@ -89,7 +90,8 @@ async function decisionBehind(server: BenchServer, questions: number) {
 async function decision(server: BenchServer) {
   const sizes = (process.env["HOSTILE_WIDE"] ?? "64,4").split(",").map(Number);
   const runs = [];
-  for (const questions of sizes) runs.push(await decisionBehind(server, questions));
+  const options = Number(process.env["HOSTILE_OPTIONS"] ?? "128");
+  for (const questions of sizes) runs.push(await decisionBehind(server, questions, options));
   return { runs };
 }
 
