@@ -20,7 +20,7 @@ export interface RouteTableDeps {
   inferenceFor: InferenceFor;
   metrics: Metrics;
   readiness: readonly ReadinessCheck[];
-  /** See ChatRouteDeps. */
+  /** See TextRouteDeps. */
   streamStallTimeoutMs?: number;
   /** See SystemoneRouteDeps. */
   maxDecisionWorkTokens?: number;

@@ -2,17 +2,41 @@ import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import type { GenerateRequest, GenerateResponse, InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
+import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
+import type { Charge, SettleUsage } from "../gate.js";
 import { DEFAULT_MAX_TOKENS } from "../mappers/chat.js";
-import type { StreamErrorBody } from "../mappers/generation-stream.js";
-import type { RequestContext } from "../route.js";
+import type { StreamErrorBody, StreamOutcome } from "../mappers/generation-stream.js";
+import type { JsonReply, RequestContext } from "../route.js";
+import type { RequestError } from "../schemas/request-errors.js";
+import { createSseWriter, type SseWriter } from "../sse.js";
 
 /**
  * What every route that generates text shares (chat completions, completions, Responses):
  * resolving the model the client named to a serving id, admitting a chat-templated request for
  * its size, telling the engine's errors and events in the client's terms, and counting what a
- * stream that ended early delivered.
+ * stream that ended early delivered; and running the generation, as one JSON answer or as SSE,
+ * with the route's own collector or streamer.
  */
+
+export interface TextRouteDeps {
+  registry: Pick<Client<typeof RegistryService>, "resolveModel">;
+  inferenceFor: InferenceFor;
+  /** A stream whose client reads nothing for this long is dropped and its generation cancelled. Default 30 s. */
+  streamStallTimeoutMs?: number;
+}
+
+/** Admitted by the handler, once it knows the prompt's size: its hold is prompt + max_tokens. */
+export const TEXT_GENERATION_CHARGE: Charge<JsonReply | undefined> = { kind: UsageKind.TEXT, hold: "handler" };
+
+/** The request of a body that parsed, or the 400 that names the field at fault. */
+export function acceptedRequest<Accepted extends { ok: true }>(parsed: Accepted | { ok: false; error: RequestError }): Accepted {
+  if (!parsed.ok) {
+    const { message, param, code } = parsed.error;
+    throw new HttpError(400, "invalid_request_error", message, { code, param });
+  }
+  return parsed;
+}
 
 export interface ResolvedTextModel {
   /** The id workers know the model by. */
@@ -87,17 +111,12 @@ export function streamErrorBody(err: unknown): StreamErrorBody {
  */
 export async function admitChatGeneration(
   ctx: Pick<RequestContext, "admit" | "signal">,
-  inference: Pick<Client<typeof InferenceService>, "countTokens">,
-  request: GenerateRequest,
-  model: ResolvedTextModel,
+  { inference, request, servingId, shownModel }: Omit<TextGeneration, "tokensOf">,
 ): Promise<number> {
   const counted = await inference
-    .countTokens(
-      { model: model.servingId, messages: request.messages, tools: request.tools, options: request.options },
-      { signal: ctx.signal },
-    )
+    .countTokens({ model: servingId, messages: request.messages, tools: request.tools, options: request.options }, { signal: ctx.signal })
     .catch((err: unknown) => {
-      throw inClientTerms(err, model.servingId, model.shownModel);
+      throw inClientTerms(err, servingId, shownModel);
     });
   await ctx.admit(UsageKind.TEXT, counted.tokens + (request.options?.maxTokens || DEFAULT_MAX_TOKENS));
   return counted.tokens;
@@ -111,4 +130,66 @@ export async function tokensOfText(
 ): Promise<number> {
   if (text === "") return 0;
   return (await inference.countTokens({ model: servingId, text }).catch(() => ({ tokens: 0 }))).tokens;
+}
+
+/** A request bound for the worker that serves its model. */
+export interface TextGeneration extends ResolvedTextModel {
+  request: GenerateRequest;
+  inference: Client<typeof InferenceService>;
+  /** Tokens of a text in this model (0 for none, or when counting fails). */
+  tokensOf(text: string): Promise<number>;
+}
+
+/**
+ * Resolves the model the request names (404 `model_not_found`) and points the request at its
+ * serving id, tagged with the HTTP request's id; the model asked for goes on the log line.
+ */
+export async function startTextGeneration(
+  ctx: Pick<RequestContext, "requestId" | "log" | "signal">,
+  { registry, inferenceFor }: Pick<TextRouteDeps, "registry" | "inferenceFor">,
+  request: GenerateRequest,
+): Promise<TextGeneration> {
+  request.requestId = ctx.requestId;
+  ctx.log.model = request.model;
+  const model = await resolveTextModel(registry, request.model, ctx.signal);
+  const inference = inferenceFor(model.servingId);
+  request.model = model.servingId;
+  return { ...model, request, inference, tokensOf: (text) => tokensOfText(inference, model.servingId, text) };
+}
+
+/** How a route answers one generation: collected into a JSON body, or streamed as SSE. */
+export interface GenerationAnswer<Body> {
+  collect(events: AsyncIterable<GenerateResponse>): Promise<Body>;
+  /** What a collected body is charged. */
+  usageOf(body: Body): SettleUsage;
+  /** Streams the generation; `events` follows the writer's signal, so a client that leaves cancels it. */
+  stream(sse: SseWriter, events: AsyncIterable<GenerateResponse>): Promise<Omit<StreamOutcome, "deltasSent">>;
+}
+
+/**
+ * Runs an admitted generation as JSON or SSE and settles its exact usage. A stream that ended
+ * early is charged its prompt (`promptTokens`, as counted at admission, when the stream never
+ * said) and the tokens of the text that reached the client.
+ */
+export async function answerGeneration<Body>(
+  ctx: RequestContext,
+  generation: TextGeneration,
+  how: { stream: boolean; promptTokens: number; streamStallTimeoutMs: number | undefined },
+  answer: GenerationAnswer<Body>,
+): Promise<JsonReply | undefined> {
+  const { request, inference, servingId, shownModel } = generation;
+  const delivered = { text: "" };
+  const events = (signal: AbortSignal) => shownAs(inference.generate(request, { signal }), servingId, shownModel, delivered);
+  if (!how.stream) {
+    const body = await answer.collect(events(ctx.signal));
+    await ctx.settle(UsageKind.TEXT, answer.usageOf(body));
+    return { body };
+  }
+
+  const sse = createSseWriter(ctx.res, how.streamStallTimeoutMs === undefined ? {} : { stallTimeoutMs: how.streamStallTimeoutMs });
+  const outcome = await answer.stream(sse, events(AbortSignal.any([ctx.signal, sse.signal])));
+  const completionTokens = outcome.completionTokens ?? (await generation.tokensOf(delivered.text));
+  await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || how.promptTokens, completionTokens });
+  if (outcome.outcome === "failed") ctx.log["streamError"] = toHttpError(outcome.error).message;
+  return undefined;
 }
