@@ -155,6 +155,8 @@ export interface ServeChild {
   url: string;
   /** The operations port's URL (TESSERA_OPS_PORT set), else undefined. */
   opsUrl: string | undefined;
+  /** Every line the server wrote to stdout (its log), as they come. */
+  lines: string[];
   child: ChildProcess;
   /** Resolves with the exit code or signal. */
   exited: Promise<string>;
@@ -168,6 +170,7 @@ export async function startServe(env: Record<string, string>, timeoutMs = 60_000
     stdio: ["ignore", "pipe", "inherit"],
   });
   const exited = new Promise<string>((done) => child.on("exit", (code, signal) => done(String(code ?? signal))));
+  const lines: string[] = [];
   const { url, opsUrl } = await new Promise<{ url: string; opsUrl: string | undefined }>((ok, fail) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
@@ -175,12 +178,13 @@ export async function startServe(env: Record<string, string>, timeoutMs = 60_000
     }, timeoutMs);
     void exited.then((how) => fail(new Error(`tessera serve exited (${how}) before listening`)));
     createInterface({ input: child.stdout! }).on("line", (line) => {
+      lines.push(line);
       if (!line.includes('"tessera listening"')) return;
       clearTimeout(timer);
       ok(JSON.parse(line) as { url: string; opsUrl: string | undefined });
     });
   });
-  return { url, opsUrl, child, exited };
+  return { url, opsUrl, lines, child, exited };
 }
 
 /** A models config serving `modelDir` as textmodel-26b and decisionmodel-0.1 (-latest); its path. */

@@ -6,6 +6,7 @@ import { type DecideResponse, DecisionService } from "../gen/tessera/decision/v1
 import { type GenerateResponse, InferenceService, type ScoreResponse } from "../gen/tessera/inference/v1/inference_pb.js";
 import { MAX_BODY_BYTES } from "./body.js";
 import { HttpError, sendError } from "./errors.js";
+import { deliveredByGenerate } from "./checkpoints.js";
 import { type Charge, type Gate, type GatedCall, RATE_ONLY } from "./gate.js";
 import type { ConnectPaths } from "./server.js";
 
@@ -33,12 +34,7 @@ export const CONNECT_CHARGES: ReadonlyMap<string, Charge> = new Map<string, Char
         return { promptTokens: event.value.usage?.promptTokens ?? 0, completionTokens: event.value.usage?.completionTokens ?? 0 };
       },
       // A stream cut short: its prompt once `started` went out, and the tokens of the blocks whose deltas did.
-      delivered: (m, sofar) => {
-        const event = (m as GenerateResponse).event;
-        if (event.case === "started") return { promptTokens: event.value.promptTokens, completionTokens: 0 };
-        if (event.case === "delta") return { ...sofar, completionTokens: event.value.completionTokens };
-        return sofar;
-      },
+      delivered: (m, sofar) => deliveredByGenerate(m as GenerateResponse, sofar),
     },
   ],
 ]);

@@ -5,6 +5,7 @@ import type { Logger } from "../lib/logger.js";
 import type { RequestPathAccounting } from "../lib/usage/gate.js";
 import { type AuthThrottle, createAuthThrottle } from "./auth-throttle.js";
 import { bearerKey, MissingApiKey } from "./bearer.js";
+import { createCheckpoints } from "./checkpoints.js";
 import { createPrincipalCache } from "./principal-cache.js";
 
 /** The accounting calls of the request path (never the admin ones). */
@@ -77,6 +78,11 @@ export interface Gate {
   admit(call: GatedCall, kind: UsageKind, hold: number): Promise<AdmitResponse>;
   /** Charges the exact usage and releases the rest of the reservation (idempotent by request id). */
   settle(call: GatedCall, kind: UsageKind, usage: SettleUsage): Promise<void>;
+  /**
+   * Records what an admitted call has delivered so far (a stream's checkpoint), charged by the
+   * store's recovery if the process dies before the call settles. Never fails the call.
+   */
+  checkpoint(call: GatedCall, kind: UsageKind, usage: SettleUsage): void;
 }
 
 export interface GateDeps {
@@ -136,6 +142,13 @@ export function createGate({ accounting, logger, authThrottle = createAuthThrott
     await accounting.settle({ keyId: call.principal.keyId, requestId: call.requestId, kind, usage: usageOf(usage) });
   }
 
+  function checkpoint(call: GatedCall, kind: UsageKind, usage: SettleUsage): void {
+    if (call.principal === undefined || call.pendingSettle === undefined) return;
+    accounting
+      .admit({ keyId: call.principal.keyId, requestId: call.requestId, kind, delivered: usageOf(usage) })
+      .catch((err: unknown) => logger.debug({ reqId: call.requestId, err }, "checkpoint not recorded"));
+  }
+
   /** Settlement the gate does itself: a failure is logged, the answer goes out regardless. */
   const settleQuietly = (call: GatedCall, usage: SettleUsage) =>
     call.pendingSettle === undefined
@@ -163,18 +176,26 @@ export function createGate({ accounting, logger, authThrottle = createAuthThrott
   }
 
   async function* settledStream<M>(call: GatedCall, charge: Charge<M>, events: AsyncIterable<M>): AsyncIterable<M> {
-    // What the events passed on so far amount to: charged if the stream ends without its usage.
+    // What the events passed on so far amount to: charged if the stream ends without its usage,
+    // and recorded as it grows, for the case where the process dies first.
     let delivered: SettleUsage | undefined;
+    const kind = call.pendingSettle;
+    const checkpoints = createCheckpoints((usage) => kind !== undefined && checkpoint(call, kind, usage));
     try {
       for await (const event of events) {
         if (call.pendingSettle !== undefined) {
           const usage = charge.usage?.(event);
           if (usage !== undefined) await settleQuietly(call, usage);
-          else if (charge.delivered !== undefined) delivered = charge.delivered(event, delivered);
+          else if (charge.delivered !== undefined) {
+            const before = delivered;
+            delivered = charge.delivered(event, delivered);
+            if (delivered !== before && delivered !== undefined) checkpoints.update(delivered);
+          }
         }
         yield event;
       }
     } finally {
+      checkpoints.stop();
       await settleQuietly(call, delivered ?? {});
     }
   }
@@ -204,5 +225,5 @@ export function createGate({ accounting, logger, authThrottle = createAuthThrott
     };
   }
 
-  return { around, admit, settle };
+  return { around, admit, settle, checkpoint };
 }

@@ -151,6 +151,10 @@ export class HttpRequestContext implements RequestContext, GatedCall {
     return this.shared.gate.admit(this, kind, reserveTokens);
   }
 
+  checkpoint(kind: UsageKind, usage: SettleUsage): void {
+    this.shared.gate.checkpoint(this, kind, usage);
+  }
+
   settle(kind: UsageKind, usage: SettleUsage): Promise<void> {
     if (usage.promptTokens !== undefined) this.log.promptTokens = usage.promptTokens;
     if (usage.completionTokens !== undefined) this.log.completionTokens = usage.completionTokens;

@@ -41,6 +41,11 @@ export interface RequestContext {
   admit(kind: UsageKind, reserveTokens: number): Promise<AdmitResponse>;
   /** Charges the exact usage and releases the rest of the reservation (idempotent). */
   settle(kind: UsageKind, usage: SettleUsage): Promise<void>;
+  /**
+   * Records what the request has delivered so far (a stream's checkpoint: gate.ts), charged by
+   * the store's recovery if the process dies before the request settles.
+   */
+  checkpoint(kind: UsageKind, usage: SettleUsage): void;
 }
 
 /** A JSON answer; a handler that writes the response itself (SSE) returns undefined. */

@@ -1,3 +1,4 @@
+import { checkpointed } from "../checkpoints.js";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import type { GenerateRequest, GenerateResponse, InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
@@ -187,7 +188,8 @@ export async function answerGeneration<Body>(
   }
 
   const sse = createSseWriter(ctx.res, how.streamStallTimeoutMs === undefined ? {} : { stallTimeoutMs: how.streamStallTimeoutMs });
-  const outcome = await answer.stream(sse, events(AbortSignal.any([ctx.signal, sse.signal])));
+  // Checkpointed as it goes, so that a kill -9 still charges what was delivered (checkpoints.ts).
+  const outcome = await answer.stream(sse, checkpointed(events(AbortSignal.any([ctx.signal, sse.signal])), ctx));
   const completionTokens = outcome.completionTokens ?? (await generation.tokensOf(delivered.text));
   await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || how.promptTokens, completionTokens });
   if (outcome.outcome === "failed") ctx.log["streamError"] = toHttpError(outcome.error).message;

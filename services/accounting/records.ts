@@ -77,6 +77,15 @@ export interface SettledMarker extends UsageEntry {
   keyId?: string;
 }
 
+/** The last checkpoint of a request in flight (Admit `delivered`): charged by recovery if it never settles. */
+export interface ProgressEntry extends UsageEntry {
+  at: number;
+  keyId: string;
+}
+
+/** Checkpoints of requests that never settled (distributed mode has no recovery) expire after a day. */
+export const PROGRESS_RETENTION_MS = 24 * 60 * 60_000;
+
 export interface AccountingBuckets {
   /** KeyRecord by key id. */
   keys: KvBucket<KeyRecord>;
@@ -90,6 +99,8 @@ export interface AccountingBuckets {
   ledger: KvBucket<UsageEntry>;
   /** Settle's idempotency markers by request key (see ids.requestKey); they expire. */
   settled: KvBucket<SettledMarker>;
+  /** ProgressEntry by request key, while its request is in flight. */
+  progress: KvBucket<ProgressEntry>;
 }
 
 /** How long a settled request id is remembered: a repeat settle later than this counts again. */
@@ -103,6 +114,7 @@ export function openBuckets(store: Store, settledRetentionMs: number): Accountin
     quotas: store.bucket("accounting_quotas"),
     ledger: store.bucket("accounting_ledger_entries"),
     settled: store.bucket("accounting_settled", { ttlMs: settledRetentionMs }),
+    progress: store.bucket("accounting_progress", { ttlMs: PROGRESS_RETENTION_MS }),
   };
 }
 

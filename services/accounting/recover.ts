@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { RevisionConflictError } from "../../lib/store/index.js";
+import { utcDay } from "./ledger.js";
 import { ledgerKey, type AccountingBuckets, type QuotaCounters } from "./records.js";
 
 export interface RecoveryReport {
@@ -9,6 +10,8 @@ export interface RecoveryReport {
   completedSettles: number;
   /** Accounts whose used counters disagreed with the ledger, set to the ledger's sums. */
   correctedAccounts: number;
+  /** Requests that died in flight after a checkpoint (a stream that had delivered), charged what it had delivered. */
+  chargedCheckpoints: number;
 }
 
 /**
@@ -16,6 +19,8 @@ export interface RecoveryReport {
  * the start of the next one, before it serves: only for a store one process owns (the embedded
  * mode), where every hold belongs to a request of the dead process that can no longer complete.
  *
+ * - A request that died in flight after a checkpoint (Admit `delivered`: a stream that had
+ *   delivered content) and never settled is settled now with its last checkpoint.
  * - A settle that wrote its marker but not its ledger entry is completed from the marker.
  * - Every hold is released.
  * - Each account's used tokens are set to the sums of its keys' ledger entries: a settle that
@@ -23,7 +28,23 @@ export interface RecoveryReport {
  *   ledger holds one entry per settled request, so it is the record both are made to agree with.
  */
 export async function recoverAccounting(buckets: AccountingBuckets, log: Logger): Promise<RecoveryReport> {
-  const report: RecoveryReport = { releasedHolds: 0, completedSettles: 0, correctedAccounts: 0 };
+  const report: RecoveryReport = { releasedHolds: 0, completedSettles: 0, correctedAccounts: 0, chargedCheckpoints: 0 };
+
+  // A checkpoint becomes the request's settle marker, unless it settled; the loop below then
+  // writes its ledger entry like that of any settle that died half-way.
+  for await (const marker of buckets.progress.keys()) {
+    const entry = await buckets.progress.get(marker);
+    if (entry !== null) {
+      const { at, keyId, prompt, completion, decisionInput } = entry.value;
+      try {
+        await buckets.settled.create(marker, { at, day: utcDay(at), keyId, prompt, completion, decisionInput });
+        report.chargedCheckpoints++;
+      } catch (err) {
+        if (!(err instanceof RevisionConflictError)) throw err;
+      }
+    }
+    await buckets.progress.delete(marker);
+  }
 
   for await (const marker of buckets.settled.keys()) {
     const entry = await buckets.settled.get(marker);
@@ -67,8 +88,11 @@ export async function recoverAccounting(buckets: AccountingBuckets, log: Logger)
     const next: QuotaCounters = { textUsed: sum.text, decisionUsed: sum.decision, res: {} };
     await buckets.quotas.put(accountId, next);
   }
-  if (report.releasedHolds + report.completedSettles + report.correctedAccounts > 0) {
-    log.warn({ ...report }, "accounting recovered after an unclean stop: holds released, counters set to the ledger");
+  if (report.releasedHolds + report.completedSettles + report.correctedAccounts + report.chargedCheckpoints > 0) {
+    log.warn(
+      { ...report },
+      "accounting recovered after an unclean stop: streams charged what they had delivered, holds released, counters set to the ledger",
+    );
   }
   return report;
 }

@@ -38,6 +38,7 @@ import {
   statusFromProto,
   type AccountRecord,
   type KeyRecord,
+  type ProgressEntry,
   type QuotaKind,
   type SettledMarker,
 } from "./records.js";
@@ -131,6 +132,7 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
   function admitWith(req: AdmitRequest, key: KeyRecord, account: AccountRecord): AdmitResponse | Promise<AdmitResponse> {
     const kind = requireKind(req.kind);
     if (req.checkOnly) return checkQuotaLeft(req, account, kind);
+    if (req.delivered !== undefined) return checkpoint(req, key);
     if (kind !== undefined) requireRequestId(req.requestId);
     const admission: Admission = { req, key, account, kind, reserve: toCount(req.reserveTokens, "reserve_tokens"), now: clock() };
     const limit = key.rpm || defaultRpm;
@@ -163,6 +165,21 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       if (!outcome.ok) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, outcome.available, reserve);
       return answer;
     });
+  }
+
+  /** Admit's `delivered`: the request's latest checkpoint, for recovery to charge if it never settles. */
+  async function checkpoint(req: AdmitRequest, key: KeyRecord): Promise<AdmitResponse> {
+    requireRequestId(req.requestId);
+    const usage = req.delivered!;
+    const entry: ProgressEntry = {
+      at: clock(),
+      keyId: key.id,
+      prompt: toCount(usage.promptTokens, "delivered.prompt_tokens"),
+      completion: toCount(usage.completionTokens, "delivered.completion_tokens"),
+      decisionInput: toCount(usage.inputTokens, "delivered.input_tokens"),
+    };
+    await guardStore(buckets.progress.put(requestKey(key.id, req.requestId), entry));
+    return admitResponse(0, 0);
   }
 
   /** Admit's check_only: refused when the quota has no token left (used plus held); nothing counted or reserved. */
@@ -242,6 +259,8 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
         throw err;
       }
       if (!first) return create(SettleResponseSchema, { alreadySettled: true });
+      // Its checkpoint, if it had one, is superseded (recovery skips settled requests anyway).
+      void buckets.progress.delete(marker).catch(() => undefined);
       try {
         await guardStore(
           chargeQuota(buckets.quotas, key.accountId, {
