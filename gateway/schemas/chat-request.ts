@@ -85,6 +85,48 @@ export const positiveInteger = z.number({ error: "an integer" }).superRefine((va
   }
 });
 
+/** The model the request names: any non-empty id (the registry says whether it exists). */
+export const ModelIdSchema = z.string().superRefine((model, ctx) => {
+  if (model.trim() === "") refuse(ctx, "Invalid 'model': must not be empty.", "invalid_value");
+});
+
+/** `n`, `best_of`: one is all there is. */
+export const onlyOne = (param: string, what: string) =>
+  z
+    .number({ error: "an integer" })
+    .superRefine((value, ctx) => {
+      if (!Number.isInteger(value) || value < 1) refuse(ctx, `Invalid '${param}': must be a positive integer.`, "invalid_value");
+      else if (value > 1) refuse(ctx, `Invalid '${param}': only one ${what} per request is supported (${param} = 1).`, "invalid_value");
+    })
+    .nullish();
+
+/** Refuses an empty array at `param`. */
+export function refuseEmptyArray(ctx: z.core.$RefinementCtx<unknown>, param: string, path: PropertyKey[] = []): void {
+  refuse(
+    ctx,
+    `Invalid '${param}': empty array. Expected an array with minimum length 1, but got an empty array instead.`,
+    "empty_array",
+    path,
+  );
+}
+
+/** Refuses an empty list at `param`, or one longer than `max`; false when it was refused. */
+export function checkListLength(list: readonly unknown[], max: number, ctx: z.core.$RefinementCtx<unknown>, param: string): boolean {
+  if (list.length === 0) {
+    refuseEmptyArray(ctx, param);
+    return false;
+  }
+  if (list.length > max) {
+    refuse(
+      ctx,
+      `Invalid '${param}': array too long. Expected an array with maximum length ${max}, but got an array with length ${list.length} instead.`,
+      "array_above_max_length",
+    );
+    return false;
+  }
+  return true;
+}
+
 // --- tools -------------------------------------------------------------------------------------
 
 export const FunctionDefinitionSchema = z.object({
@@ -216,18 +258,7 @@ function messageChars(message: ChatMessageInput): number {
 }
 
 const MessagesSchema = z.array(ChatMessageSchema).superRefine((messages, ctx) => {
-  if (messages.length === 0) {
-    refuse(ctx, "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", "empty_array");
-    return;
-  }
-  if (messages.length > MAX_MESSAGES) {
-    refuse(
-      ctx,
-      `Invalid 'messages': array too long. Expected an array with maximum length ${MAX_MESSAGES}, but got an array with length ${messages.length} instead.`,
-      "array_above_max_length",
-    );
-    return;
-  }
+  if (!checkListLength(messages, MAX_MESSAGES, ctx, "messages")) return;
   const callIds = new Set<string>();
   messages.forEach((message, i) => {
     const at = `messages[${i}]`;
@@ -244,12 +275,7 @@ const MessagesSchema = z.array(ChatMessageSchema).superRefine((messages, ctx) =>
     }
     const content = message.content;
     if (Array.isArray(content) && content.length === 0 && !(message.role === "assistant" && (message.tool_calls ?? []).length > 0)) {
-      refuse(
-        ctx,
-        `Invalid '${at}.content': empty array. Expected an array with minimum length 1, but got an empty array instead.`,
-        "empty_array",
-        [i, "content"],
-      );
+      refuseEmptyArray(ctx, `${at}.content`, [i, "content"]);
     }
     if (message.role === "tool" && !callIds.has(message.tool_call_id)) {
       refuse(
@@ -300,16 +326,8 @@ const ResponseFormatSchema = z.discriminatedUnion("type", [
 
 export const ChatCompletionRequestSchema = z
   .object({
-    model: z.string().superRefine((model, ctx) => {
-      if (model.trim() === "") refuse(ctx, "Invalid 'model': must not be empty.", "invalid_value");
-    }),
-    n: z
-      .number({ error: "an integer" })
-      .superRefine((n, ctx) => {
-        if (!Number.isInteger(n) || n < 1) refuse(ctx, "Invalid 'n': must be a positive integer.", "invalid_value");
-        else if (n > 1) refuse(ctx, "Invalid 'n': only one choice per request is supported (n = 1).", "invalid_value");
-      })
-      .nullish(),
+    model: ModelIdSchema,
+    n: onlyOne("n", "choice"),
     stream: z.boolean().nullish(),
     stream_options: z.object({ include_usage: z.boolean().nullish(), include_denoising: z.boolean().nullish() }).nullish(),
     max_completion_tokens: positiveInteger.nullish(),
@@ -349,20 +367,21 @@ export const ChatCompletionRequestSchema = z
 
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
-/** `required` needs tools; a named function must be one of them. */
+/**
+ * `required` needs tools; a named function must be one of them. Chat names it at
+ * `tool_choice.function.name`, Responses (flat) at `tool_choice.name`.
+ */
 export function checkToolChoice(
-  choice: z.infer<typeof ToolChoiceSchema> | null | undefined,
+  choice: "auto" | "none" | "required" | { function: { name: string } } | { name: string } | null | undefined,
   tools: readonly { function: { name: string } }[] | readonly { name: string }[],
   ctx: z.core.$RefinementCtx<unknown>,
 ): void {
   const names = tools.map((t) => ("function" in t ? t.function.name : t.name));
   if (choice === "required" && names.length === 0) {
     refuse(ctx, "Invalid 'tool_choice': 'required' needs at least one tool in 'tools'.", "invalid_value", ["tool_choice"]);
-  } else if (typeof choice === "object" && choice !== null && !names.includes(choice.function.name)) {
-    refuse(ctx, `Invalid 'tool_choice.function.name': no tool named '${choice.function.name}' is in 'tools'.`, "invalid_value", [
-      "tool_choice",
-      "function",
-      "name",
-    ]);
+  } else if (typeof choice === "object" && choice !== null) {
+    const [name, path] =
+      "function" in choice ? [choice.function.name, ["tool_choice", "function", "name"]] : [choice.name, ["tool_choice", "name"]];
+    if (!names.includes(name)) refuse(ctx, `Invalid '${path.join(".")}': no tool named '${name}' is in 'tools'.`, "invalid_value", path);
   }
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { MAX_MESSAGE_CHARS, StopSchema, ignoredFields, positiveInteger } from "./chat-request.js";
+import { MAX_MESSAGE_CHARS, ModelIdSchema, StopSchema, ignoredFields, onlyOne, positiveInteger } from "./chat-request.js";
 import { refuse } from "./request-errors.js";
 
 /**
@@ -68,20 +68,8 @@ const PromptSchema = z
   })
   .transform((prompt) => (typeof prompt === "string" ? prompt : (prompt[0] as string)));
 
-/** `n` and `best_of`: one is all there is. */
-const onlyOne = (param: string, what: string) =>
-  z
-    .number({ error: "an integer" })
-    .superRefine((value, ctx) => {
-      if (!Number.isInteger(value) || value < 1) refuse(ctx, `Invalid '${param}': must be a positive integer.`, "invalid_value");
-      else if (value > 1) refuse(ctx, `Invalid '${param}': only one ${what} per request is supported (${param} = 1).`, "invalid_value");
-    })
-    .nullish();
-
 export const CompletionRequestSchema = z.object({
-  model: z.string().superRefine((model, ctx) => {
-    if (model.trim() === "") refuse(ctx, "Invalid 'model': must not be empty.", "invalid_value");
-  }),
+  model: ModelIdSchema,
   prompt: PromptSchema,
   suffix: z
     .string()

@@ -4,9 +4,13 @@ import {
   JsonObjectSchema,
   MAX_MESSAGE_CHARS,
   MAX_MESSAGES,
+  ModelIdSchema,
+  checkListLength,
+  checkToolChoice,
   checkTools,
   ignoredFields,
   positiveInteger,
+  refuseEmptyArray,
 } from "./chat-request.js";
 import { refuse } from "./request-errors.js";
 
@@ -141,18 +145,7 @@ function itemChars(item: ResponsesInputItem): number {
 }
 
 const InputItemsSchema = z.array(InputItemSchema).superRefine((items, ctx) => {
-  if (items.length === 0) {
-    refuse(ctx, "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.", "empty_array");
-    return;
-  }
-  if (items.length > MAX_MESSAGES) {
-    refuse(
-      ctx,
-      `Invalid 'input': array too long. Expected an array with maximum length ${MAX_MESSAGES}, but got an array with length ${items.length} instead.`,
-      "array_above_max_length",
-    );
-    return;
-  }
+  if (!checkListLength(items, MAX_MESSAGES, ctx, "input")) return;
   const callIds = new Set<string>();
   items.forEach((item, i) => {
     const at = `input[${i}]`;
@@ -164,12 +157,7 @@ const InputItemsSchema = z.array(InputItemSchema).superRefine((items, ctx) => {
       refuse(ctx, `Invalid '${at}.call_id': '${item.call_id}' answers no function_call item before it.`, "invalid_value", [i, "call_id"]);
     }
     if (item.type === "message" && Array.isArray(item.content) && item.content.length === 0) {
-      refuse(
-        ctx,
-        `Invalid '${at}.content': empty array. Expected an array with minimum length 1, but got an empty array instead.`,
-        "empty_array",
-        [i, "content"],
-      );
+      refuseEmptyArray(ctx, `${at}.content`, [i, "content"]);
     }
     const chars = itemChars(item);
     if (chars > MAX_MESSAGE_CHARS) {
@@ -221,17 +209,14 @@ export type ResponsesTextFormat = z.infer<typeof TextFormatSchema>;
 
 const ReasoningSchema = z.object({
   effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"]).nullish(),
-  summary: z.unknown().optional().meta({ ignored: true }),
-  generate_summary: z.unknown().optional().meta({ ignored: true }),
+  ...ignoredFields(["summary", "generate_summary"]),
 });
 
 // --- the request --------------------------------------------------------------------------------
 
 export const ResponsesRequestSchema = z
   .object({
-    model: z.string().superRefine((model, ctx) => {
-      if (model.trim() === "") refuse(ctx, "Invalid 'model': must not be empty.", "invalid_value");
-    }),
+    model: ModelIdSchema,
     input: InputSchema,
     instructions: z
       .string()
@@ -242,7 +227,7 @@ export const ResponsesRequestSchema = z
       })
       .nullish(),
     max_output_tokens: positiveInteger.nullish(),
-    text: z.object({ format: TextFormatSchema.nullish(), verbosity: z.unknown().optional().meta({ ignored: true }) }).nullish(),
+    text: z.object({ format: TextFormatSchema.nullish(), ...ignoredFields(["verbosity"]) }).nullish(),
     tools: ToolsSchema.nullish(),
     tool_choice: ToolChoiceSchema.nullish(),
     reasoning: ReasoningSchema.nullish(),
@@ -281,14 +266,6 @@ export const ResponsesRequestSchema = z
     ),
     ...ignoredFields(IGNORED_RESPONSES_FIELDS),
   })
-  .superRefine((request, ctx) => {
-    const choice = request.tool_choice;
-    const names = (request.tools ?? []).map((tool) => tool.name);
-    if (choice === "required" && names.length === 0) {
-      refuse(ctx, "Invalid 'tool_choice': 'required' needs at least one tool in 'tools'.", "invalid_value", ["tool_choice"]);
-    } else if (typeof choice === "object" && choice !== null && !names.includes(choice.name)) {
-      refuse(ctx, `Invalid 'tool_choice.name': no tool named '${choice.name}' is in 'tools'.`, "invalid_value", ["tool_choice", "name"]);
-    }
-  });
+  .superRefine((request, ctx) => checkToolChoice(request.tool_choice, request.tools ?? [], ctx));
 
 export type ResponsesRequest = z.infer<typeof ResponsesRequestSchema>;
