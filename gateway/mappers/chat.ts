@@ -122,12 +122,17 @@ export function responseFormat(format: ChatCompletionRequest["response_format"])
   }
 }
 
-/** With tools and no tool_choice: auto. */
-export function toolChoice(choice: ChatCompletionRequest["tool_choice"], toolCount: number): ToolChoice | undefined {
+/** With tools and no tool_choice: auto. A function is named as chat does (`function.name`) or as Responses does (`name`). */
+export function toolChoice(
+  choice: "auto" | "none" | "required" | { function: { name: string } } | { name: string } | null | undefined,
+  toolCount: number,
+): ToolChoice | undefined {
   if (choice === undefined || choice === null) {
     return toolCount > 0 ? create(ToolChoiceSchema, { choice: { case: "mode", value: ToolChoiceMode.AUTO } }) : undefined;
   }
-  if (typeof choice === "object") return create(ToolChoiceSchema, { choice: { case: "functionName", value: choice.function.name } });
+  if (typeof choice === "object") {
+    return create(ToolChoiceSchema, { choice: { case: "functionName", value: "function" in choice ? choice.function.name : choice.name } });
+  }
   const mode = { auto: ToolChoiceMode.AUTO, none: ToolChoiceMode.NONE, required: ToolChoiceMode.REQUIRED }[choice];
   return create(ToolChoiceSchema, { choice: { case: "mode", value: mode } });
 }

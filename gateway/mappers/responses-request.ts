@@ -1,15 +1,12 @@
-import { create, type JsonObject } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import {
   type ChatMessage,
   ChatMessageSchema,
   type GenerateRequest,
   GenerateRequestSchema,
   type ResponseFormat,
-  ResponseFormatSchema,
-  ResponseFormatType,
   Role,
   ToolCallSchema,
-  ToolChoiceSchema,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { PARSE_OPTIONS, type RequestError, requestErrorOf } from "../schemas/request-errors.js";
 import {
@@ -21,7 +18,7 @@ import {
   ResponsesRequestSchema,
   type ResponsesTextFormat,
 } from "../schemas/responses-request.js";
-import { type ChatDefaults, maxTokensOf, textPart, toolChoice, toolDefinition } from "./chat.js";
+import { type ChatDefaults, maxTokensOf, responseFormat, textPart, toolChoice, toolDefinition } from "./chat.js";
 
 /**
  * A Responses request → the inference GenerateRequest the chat route builds, so that every
@@ -63,7 +60,6 @@ export function thinkingOf(request: Pick<ResponsesRequest, "reasoning">): boolea
 
 function generateRequestOf(request: ResponsesRequest, defaults: ChatDefaults): GenerateRequest {
   const tools = (request.tools ?? []).map(toolDefinition);
-  const choice = request.tool_choice;
   return create(GenerateRequestSchema, {
     requestId: defaults.requestId ?? "",
     model: request.model,
@@ -73,28 +69,16 @@ function generateRequestOf(request: ResponsesRequest, defaults: ChatDefaults): G
       maxTokens: maxTokensOf(request.max_output_tokens, defaults),
       responseFormat: responseFormatOf(request.text?.format),
       enableThinking: thinkingOf(request),
-      toolChoice:
-        typeof choice === "object" && choice !== null
-          ? create(ToolChoiceSchema, { choice: { case: "functionName", value: choice.name } })
-          : toolChoice(choice, tools.length),
+      toolChoice: toolChoice(request.tool_choice, tools.length),
     },
   });
 }
 
+/** Chat's response_format, whose `json_schema` object is Responses' format less its type: {name, schema, strict, description}. */
 function responseFormatOf(format: ResponsesTextFormat | null | undefined): ResponseFormat | undefined {
-  switch (format?.type) {
-    case undefined:
-      return undefined;
-    case "text":
-      return create(ResponseFormatSchema, { type: ResponseFormatType.TEXT });
-    case "json_object":
-      return create(ResponseFormatSchema, { type: ResponseFormatType.JSON_OBJECT });
-    case "json_schema": {
-      // The chat route's `json_schema` object: {name, schema, strict, description}.
-      const { type: _type, ...jsonSchema } = format;
-      return create(ResponseFormatSchema, { type: ResponseFormatType.JSON_SCHEMA, jsonSchema: jsonSchema as JsonObject });
-    }
-  }
+  if (format?.type !== "json_schema") return responseFormat(format);
+  const { type, ...jsonSchema } = format;
+  return responseFormat({ type, json_schema: jsonSchema });
 }
 
 const ROLES = { user: Role.USER, assistant: Role.ASSISTANT, system: Role.SYSTEM, developer: Role.SYSTEM } as const;
