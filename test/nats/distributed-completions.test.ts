@@ -2,65 +2,27 @@
 // another, reached over Connect (NATS for heartbeats and usage). The raw prompt and the
 // prompt's tokens for echo travel on the proto (GenerateRequest.raw_prompt,
 // GenerateStarted.tokenized_prompt), so the answers equal the embedded server's rules.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDistributed, type DistributedTessera } from "../../bin/distributed.js";
 import { TextCompletionChunkSchema, TextCompletionSchema } from "../../gateway/schemas/completion-response.js";
-import { loadConfig } from "../../lib/config.js";
-import { silentLogger } from "../../lib/logger.js";
-import { newApiKey, TEST_SERVING_ID, TINY_MODEL_DIR } from "../helpers/tessera.js";
-import { startNatsServer, type NatsServerHandle } from "./nats-server.js";
+import { type DistributedHarness, startDistributedHarness, TINY_MODEL_ENTRY } from "../helpers/distributed.js";
 
-let server: NatsServerHandle;
-let scratch: string;
-const running: DistributedTessera[] = [];
-const key = newApiKey();
+let cluster: DistributedHarness;
 let client: OpenAI;
 
-function config(env: Record<string, string>) {
-  return loadConfig({
-    env: {
-      TESSERA_HOST: "127.0.0.1",
-      TESSERA_PORT: "0",
-      TESSERA_NATS_URL: server.url,
-      TESSERA_MODELS_CONFIG: join(scratch, "models.config.json"),
-      TESSERA_BOOTSTRAP_KEY: key,
-      TESSERA_ADMIN_TOKEN: "admin-token-for-this-test-0001",
-      TESSERA_INTRA_OP_THREADS: "1",
-      TESSERA_SHUTDOWN_TIMEOUT_MS: "1000",
-      ...env,
-    },
-  });
-}
-
 beforeAll(async () => {
-  server = await startNatsServer();
-  scratch = mkdtempSync(join(tmpdir(), "tessera-distributed-completions-"));
-  const common = { release_date: "2026-11-22", model_dir: TINY_MODEL_DIR, serving_id: TEST_SERVING_ID };
-  writeFileSync(
-    join(scratch, "models.config.json"),
-    JSON.stringify({ models: [{ id: "textmodel-26b", kind: "text", family: "textmodel", version: "26b", description: "t", ...common }] }),
-  );
-  const worker = await startDistributed({ config: config({ TESSERA_WORKER_ID: "w-1" }), logger: silentLogger(), services: ["inference"] });
-  running.push(worker);
-  const front = await startDistributed({
-    config: config({ TESSERA_WORKER_ID: "front" }),
-    logger: silentLogger(),
-    services: ["gateway", "accounting", "registry", "decision"],
+  cluster = await startDistributedHarness("distributed-completions", {
+    models: [{ id: "textmodel-26b", kind: "text", family: "textmodel", version: "26b", description: "t", ...TINY_MODEL_ENTRY }],
   });
-  running.push(front);
-  client = new OpenAI({ apiKey: key, baseURL: `${front.url}/v1`, maxRetries: 0, timeout: 60_000 });
+  await cluster.start(["inference"], { TESSERA_WORKER_ID: "w-1" });
+  const front = await cluster.start(["gateway", "accounting", "registry", "decision"], { TESSERA_WORKER_ID: "front" });
+  client = new OpenAI({ apiKey: cluster.key, baseURL: `${front.url}/v1`, maxRetries: 0, timeout: 60_000 });
   const end = Date.now() + 10_000;
   while ((await client.models.list()).data.length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
 }, 120_000);
 
 afterAll(async () => {
-  for (const app of running.reverse()) await app.close();
-  await server?.dispose();
-  if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
+  await cluster?.close();
 });
 
 const PROMPT = "Once upon a time, in a small town by the sea, there lived";

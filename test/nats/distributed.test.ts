@@ -1,58 +1,27 @@
 // `tessera serve <names>` wired in this test process: services named together share a
 // process (in-process calls), the rest are reached over Connect and NATS.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
-import { distributedConfigProblems, startDistributed, type DistributedTessera } from "../../bin/distributed.js";
+import { distributedConfigProblems } from "../../bin/distributed.js";
 import { loadConfig } from "../../lib/config.js";
-import { silentLogger } from "../../lib/logger.js";
 import { connectTransport } from "../../lib/remote/clients.js";
-import { newApiKey, TEST_SERVING_ID, TINY_MODEL_DIR } from "../helpers/tessera.js";
-import { startNatsServer, type NatsServerHandle } from "./nats-server.js";
+import { type DistributedHarness, startDistributedHarness, TINY_MODEL_ENTRY } from "../helpers/distributed.js";
+import { TEST_SERVING_ID } from "../helpers/tessera.js";
 
-let server: NatsServerHandle;
-let scratch: string;
-const running: DistributedTessera[] = [];
-const key = newApiKey();
-
-function config(env: Record<string, string>) {
-  return loadConfig({
-    env: {
-      TESSERA_HOST: "127.0.0.1",
-      TESSERA_PORT: "0",
-      TESSERA_NATS_URL: server.url,
-      TESSERA_MODELS_CONFIG: join(scratch, "models.config.json"),
-      TESSERA_BOOTSTRAP_KEY: key,
-      TESSERA_ADMIN_TOKEN: "admin-token-for-this-test-0001",
-      TESSERA_INTRA_OP_THREADS: "1",
-      TESSERA_SHUTDOWN_TIMEOUT_MS: "1000",
-      ...env,
-    },
-  });
-}
+let cluster: DistributedHarness;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  scratch = mkdtempSync(join(tmpdir(), "tessera-distributed-"));
-  const common = { release_date: "2026-11-22", model_dir: TINY_MODEL_DIR, serving_id: TEST_SERVING_ID };
-  writeFileSync(
-    join(scratch, "models.config.json"),
-    JSON.stringify({
-      models: [
-        { id: "textmodel-26b", kind: "text", family: "textmodel", version: "26b", description: "t", ...common },
-        { id: "decisionmodel-0.1", kind: "decision", family: "decisionmodel", version: "0.1", description: "d", ...common },
-      ],
-      latest: [{ id: "decisionmodel-latest", family: "decisionmodel", aliases: ["jev-latest"] }],
-    }),
-  );
+  cluster = await startDistributedHarness("distributed", {
+    models: [
+      { id: "textmodel-26b", kind: "text", family: "textmodel", version: "26b", description: "t", ...TINY_MODEL_ENTRY },
+      { id: "decisionmodel-0.1", kind: "decision", family: "decisionmodel", version: "0.1", description: "d", ...TINY_MODEL_ENTRY },
+    ],
+    latest: [{ id: "decisionmodel-latest", family: "decisionmodel", aliases: ["jev-latest"] }],
+  });
 });
 afterAll(async () => {
-  for (const app of running.reverse()) await app.close();
-  await server?.dispose();
-  rmSync(scratch, { recursive: true, force: true });
+  await cluster?.close();
 });
 
 describe("distributed mode in one process per service group", () => {
@@ -62,27 +31,17 @@ describe("distributed mode in one process per service group", () => {
     expect(problems.join("\n")).toMatch(/TESSERA_NATS_URL/);
     expect(problems.join("\n")).toMatch(/TESSERA_ACCOUNTING_URL: the gateway needs the accounting service/);
     expect(problems.filter((p) => p.startsWith("TESSERA_REGISTRY_URL"))).toHaveLength(1);
-    expect(distributedConfigProblems(config({}), ["inference"])).toEqual([]);
+    expect(distributedConfigProblems(cluster.config(), ["inference"])).toEqual([]);
   });
 
   it("runs a worker in one process and everything else in another: it is announced, listed and answers", async () => {
-    const worker = await startDistributed({
-      config: config({ TESSERA_WORKER_ID: "w-1" }),
-      logger: silentLogger(),
-      services: ["inference"],
-    });
-    running.push(worker);
+    const worker = await cluster.start(["inference"], { TESSERA_WORKER_ID: "w-1" });
     expect(worker.advertisedUrl).toBe(worker.url);
-    const front = await startDistributed({
-      config: config({ TESSERA_WORKER_ID: "front" }),
-      logger: silentLogger(),
-      services: ["gateway", "accounting", "registry", "decision"],
-    });
-    running.push(front);
+    const front = await cluster.start(["gateway", "accounting", "registry", "decision"], { TESSERA_WORKER_ID: "front" });
 
     // The worker's own port: internal Connect (no key), probes.
     expect((await fetch(`${worker.url}/readyz`)).status).toBe(200);
-    const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+    const headers = { authorization: `Bearer ${cluster.key}`, "content-type": "application/json" };
     const listed = async () =>
       ((await (await fetch(`${front.url}/v1/models`, { headers })).json()) as { models: { name: string }[] }).models.map((m) => m.name);
     const end = Date.now() + 5_000;
@@ -111,14 +70,8 @@ describe("distributed mode in one process per service group", () => {
   });
 
   it("serves the registry's workers to other processes over Connect", async () => {
-    const registry = await startDistributed({ config: config({}), logger: silentLogger(), services: ["registry"] });
-    running.push(registry);
-    const worker = await startDistributed({
-      config: config({ TESSERA_WORKER_ID: "w-2" }),
-      logger: silentLogger(),
-      services: ["inference"],
-    });
-    running.push(worker);
+    const registry = await cluster.start(["registry"]);
+    const worker = await cluster.start(["inference"], { TESSERA_WORKER_ID: "w-2" });
     const client = createClient(RegistryService, connectTransport(registry.url));
     const end = Date.now() + 5_000;
     let workers = (await client.listWorkers({})).workers;
