@@ -1,25 +1,21 @@
 // Generate with `raw_prompt` (the legacy completions) on the tiny model through the in-memory
 // router transport: the prompt is the text tokenized as it is (no chat template), the reply is
 // the raw text, and what needs a template is refused.
-import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { Code, type Client } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   FinishReason,
-  InferenceService,
+  type InferenceService,
   ResponseFormatType,
   Role,
   type GenerateRequestSchema,
-  type GenerateResponse,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
-import { silentLogger } from "../../lib/logger.js";
-import { TINY_MODEL_DIR } from "../../test/helpers/inference-engine.js";
+import { collectGeneration, connectFailure as failure, startTinyInference } from "../../test/helpers/inference-service.js";
 import type { ForwardRunner } from "./decoder/forward.js";
-import { loadModelPool, type ModelPool } from "./model-pool.js";
+import type { ModelPool } from "./model-pool.js";
 import { createRawReplyParser } from "./reply-parser.js";
-import { inferenceRoutes } from "./server.js";
 
-const logger = silentLogger();
 const MODEL = "textmodel-26b";
 let pool: ModelPool;
 let client: Client<typeof InferenceService>;
@@ -27,50 +23,24 @@ let client: Client<typeof InferenceService>;
 let rows: bigint[][] = [];
 
 beforeAll(async () => {
-  pool = await loadModelPool({
-    models: [{ servingId: MODEL, dir: TINY_MODEL_DIR }],
+  ({ pool, client } = await startTinyInference({
+    servingIds: [MODEL],
     slots: 1,
     queue: 4,
-    intraOpThreads: 1,
-    logger,
     wrapRunner: (inner): ForwardRunner => ({
       run: (inputs, fetch) => {
         rows.push([...inputs.inputIds.subarray(0, inputs.seq)]);
         return inner.run(inputs, fetch);
       },
     }),
-  });
-  client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, logger, workerId: "worker-1" })));
+  }));
 });
 
 afterAll(async () => {
   await pool?.close();
 });
 
-async function collect(req: MessageInitShape<typeof GenerateRequestSchema>) {
-  const events: GenerateResponse["event"][] = [];
-  for await (const res of client.generate(req)) events.push(res.event);
-  const started = events[0];
-  const finished = events.at(-1);
-  if (started?.case !== "started" || finished?.case !== "finished") throw new Error("not a whole generation");
-  const deltas = events.flatMap((e) => (e.case === "delta" ? [e.value] : []));
-  return {
-    started: started.value,
-    finished: finished.value,
-    deltas,
-    content: deltas.map((d) => d.content).join(""),
-    reasoning: deltas.map((d) => d.reasoning).join(""),
-  };
-}
-
-async function failure(run: () => Promise<unknown>): Promise<ConnectError> {
-  try {
-    await run();
-  } catch (err) {
-    return ConnectError.from(err);
-  }
-  throw new Error("expected an error");
-}
+const collect = (req: MessageInitShape<typeof GenerateRequestSchema>) => collectGeneration(client, req);
 
 const tokenizer = () => pool.engine(MODEL)!.model.tokenizer;
 const utf8 = (chunks: Uint8Array[]) => Buffer.concat(chunks).toString("utf8");

@@ -3,30 +3,27 @@
 // exactly as a recomputation of the forced prompt gives them), then it is forced as a named
 // tool_choice is. Unit rules, then the tiny model, then the Generate stream.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { Template } from "@huggingface/jinja";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ChatMessageSchema,
   FinishReason,
   GenerationOptionsSchema,
-  InferenceService,
+  type InferenceService,
   Role,
   ToolChoiceMode,
   ToolDefinitionSchema,
   type GenerateRequestSchema,
-  type GenerateResponse,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
-import { silentLogger } from "../../lib/logger.js";
 import { buildChatPrompt, withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
 import type { ModelEngine } from "./engine.js";
-import { loadModelPool, type ModelPool } from "./model-pool.js";
+import type { ModelPool } from "./model-pool.js";
+import { collectGeneration, startTinyInference } from "../../test/helpers/inference-service.js";
 import { chooseRequiredTool, forcedCallSplit, longestForcedPrompt, pickHighest } from "./required-tool.js";
-import { inferenceRoutes } from "./server.js";
-import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
+import { fullForward, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
 import { toConnectError } from "./connect-errors.js";
 
-const logger = silentLogger();
 const MODEL = "textmodel-26b";
 let pool: ModelPool;
 let engine: ModelEngine;
@@ -34,20 +31,15 @@ let client: Client<typeof InferenceService>;
 let forwards: RecordedForward[] = [];
 
 beforeAll(async () => {
-  pool = await loadModelPool({
-    models: [{ servingId: MODEL, dir: TINY_MODEL_DIR }],
-    slots: 2,
-    queue: 2,
-    intraOpThreads: 1,
-    logger,
+  ({ pool, client } = await startTinyInference({
+    servingIds: [MODEL],
     wrapRunner: (inner) => {
       const r = recordingRunner(inner);
       forwards = r.forwards;
       return r;
     },
-  });
+  }));
   engine = pool.engine(MODEL)!;
-  client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, logger, workerId: "worker-1" })));
 });
 
 afterAll(async () => {
@@ -246,19 +238,14 @@ describe("Generate with tool_choice required and several tools", () => {
   ];
 
   async function collect(req: MessageInitShape<typeof GenerateRequestSchema>) {
-    const events: GenerateResponse["event"][] = [];
-    for await (const res of client.generate(req)) events.push(res.event);
-    const started = events[0];
-    const finished = events.at(-1);
-    if (started?.case !== "started" || finished?.case !== "finished") throw new Error("no started or finished event");
-    const deltas = events.flatMap((e) => (e.case === "delta" ? [e.value] : []));
+    const { started, finished, deltas, content, reasoning } = await collectGeneration(client, req);
     const pieces = deltas.flatMap((d) => d.toolCalls);
     return {
-      started: started.value,
-      finished: finished.value,
+      started,
+      finished,
       deltas,
-      content: deltas.map((d) => d.content).join(""),
-      reasoning: deltas.map((d) => d.reasoning).join(""),
+      content,
+      reasoning,
       call: {
         name: pieces[0]?.name,
         arguments: pieces.map((p) => p.arguments).join(""),

@@ -3,7 +3,7 @@
 // recomputation (single- and multi-token labels), CountTokens, GetModelInfo.
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
-import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { Code, createClient, type Client } from "@connectrpc/connect";
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -15,13 +15,13 @@ import {
   Role,
   type ChatMessageSchema,
   type GenerateRequestSchema,
-  type GenerateResponse,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { silentLogger } from "../../lib/logger.js";
 import type { ForwardOutputs } from "./decoder/forward.js";
-import { loadModelPool, type ModelPool } from "./model-pool.js";
+import type { ModelPool } from "./model-pool.js";
+import { collectGeneration, connectFailure as failure, startTinyInference } from "../../test/helpers/inference-service.js";
 import { inferenceRoutes } from "./server.js";
-import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
+import { fullForward, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";
 
 type MessageInit = MessageInitShape<typeof ChatMessageSchema>;
 
@@ -31,22 +31,14 @@ let client: Client<typeof InferenceService>;
 let forwards: RecordedForward[] = [];
 
 beforeAll(async () => {
-  pool = await loadModelPool({
-    models: [
-      { servingId: "textmodel-26b", dir: TINY_MODEL_DIR },
-      { servingId: "decisionmodel-0.1", dir: TINY_MODEL_DIR },
-    ],
-    slots: 2,
-    queue: 2,
-    intraOpThreads: 1,
-    logger,
+  ({ pool, client } = await startTinyInference({
+    servingIds: ["textmodel-26b", "decisionmodel-0.1"],
     wrapRunner: (inner) => {
       const r = recordingRunner(inner);
       forwards = r.forwards;
       return r;
     },
-  });
-  client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, logger, workerId: "worker-1" })));
+  }));
 });
 
 afterAll(async () => {
@@ -58,29 +50,7 @@ const user = (text: string): MessageInit => ({
   content: [{ part: { case: "text", value: text } }],
 });
 
-async function collect(req: MessageInitShape<typeof GenerateRequestSchema>, c = client) {
-  const events: GenerateResponse["event"][] = [];
-  for await (const res of c.generate(req)) events.push(res.event);
-  const deltas = events.flatMap((e) => (e.case === "delta" ? [e.value] : []));
-  const finished = events.at(-1);
-  if (finished?.case !== "finished") throw new Error("no finished event");
-  return {
-    events,
-    deltas,
-    content: deltas.map((d) => d.content).join(""),
-    reasoning: deltas.map((d) => d.reasoning).join(""),
-    finished: finished.value,
-  };
-}
-
-async function failure(run: () => Promise<unknown>): Promise<ConnectError> {
-  try {
-    await run();
-  } catch (err) {
-    return ConnectError.from(err);
-  }
-  throw new Error("expected an error");
-}
+const collect = (req: MessageInitShape<typeof GenerateRequestSchema>, c = client) => collectGeneration(c, req);
 
 describe("Generate", () => {
   it("streams started, a delta per committed block, then finished with exact usage", async () => {
