@@ -149,6 +149,30 @@ export const junk: fc.Arbitrary<J> = fc.letrec<{ value: J }>((tie) => ({
   ),
 })).value;
 
+/** A number written as JavaScript prints it. */
+export const num = (value: number) => new Num(String(value));
+
+/** `valid`, or left out one time in four. */
+export const optional = <T extends J>(valid: fc.Arbitrary<T>) => fc.option(valid, { freq: 3 }).map((v) => (v === null ? OMIT : v));
+
+/** A tool's parameters or a format's JSON Schema: a small valid one, or junk. */
+export const jsonSchema: fc.Arbitrary<J> = fc.oneof(
+  fc.constant<J>(
+    obj([
+      ["type", "object"],
+      ["properties", obj([["city", obj([["type", "string"]])]])],
+    ]),
+  ),
+  junk,
+);
+
+/** A token limit: mostly 1 to 4, sometimes too large, zero, negative, or one of `odd`. */
+export const tokenLimit = (odd: Num[] = []) =>
+  fc.oneof(
+    { weight: 8, arbitrary: fc.integer({ min: 1, max: 4 }).map(num) },
+    { weight: 1, arbitrary: fc.constantFrom(num(8192), num(100_000), num(0), num(-1), ...odd) },
+  );
+
 /** A field that is mostly valid, sometimes junk, sometimes left out. */
 export function field(valid: fc.Arbitrary<J>, weights: { valid?: number; junk?: number; omit?: number } = {}): fc.Arbitrary<Field> {
   return fc.oneof(

@@ -1,9 +1,7 @@
 // Request bodies of the two POST endpoints: mostly valid, every field sometimes wrong, left
 // out, doubled, or joined by dangerous keys.
 import fc from "fast-check";
-import { Num, Obj, OMIT, field, junk, key, obj, record, text, type J } from "./json-arbitraries.js";
-
-const n = (value: number) => new Num(String(value));
+import { Obj, OMIT, field, jsonSchema, junk, key, num, obj, optional, record, text, tokenLimit, type J } from "./json-arbitraries.js";
 
 // --- chat completions --------------------------------------------------------------------------
 
@@ -66,27 +64,14 @@ const message: fc.Arbitrary<J> = fc.oneof(
   },
 );
 
-const schema: fc.Arbitrary<J> = fc.oneof(
-  fc.constant<J>(
-    obj([
-      ["type", "object"],
-      ["properties", obj([["city", obj([["type", "string"]])]])],
-    ]),
-  ),
-  junk,
-);
-
 const tool: fc.Arbitrary<J> = record({
   type: field(fc.constant("function")),
   function: field(
-    record({ name: field(fc.constantFrom("get_weather", "f", "bad name", "")), description: field(text), parameters: field(schema) }),
+    record({ name: field(fc.constantFrom("get_weather", "f", "bad name", "")), description: field(text), parameters: field(jsonSchema) }),
   ),
 });
 
-const maxTokens = fc.oneof(
-  { weight: 8, arbitrary: fc.integer({ min: 1, max: 4 }).map(n) },
-  { weight: 1, arbitrary: fc.constantFrom(n(8192), n(100_000), n(0), n(-1)) },
-);
+const maxTokens = tokenLimit();
 
 export interface ChatBodyOptions {
   /** Leave max_tokens out only this rarely (a server with a real model generates the default 1024 then). */
@@ -119,18 +104,17 @@ export function validChatBody(options: ChatBodyOptions = {}): fc.Arbitrary<J> {
         ["content", c],
       ]),
     );
-  const opt = <T extends J>(a: fc.Arbitrary<T>) => fc.option(a, { freq: 3 }).map((v) => (v === null ? OMIT : v));
   return fc
     .record({
       messages: fc.array(validMessage, { minLength: 1, maxLength: 4 }),
-      maxTokens: options.maxTokensOmit === 0 ? fc.integer({ min: 1, max: 4 }).map(n) : opt(fc.integer({ min: 1, max: 4 }).map(n)),
-      stream: opt(fc.boolean()),
-      usage: opt(fc.boolean()),
-      stop: opt(fc.array(nonEmpty, { maxLength: 4 })),
-      format: opt(fc.constantFrom("text", "json_object")),
+      maxTokens: options.maxTokensOmit === 0 ? fc.integer({ min: 1, max: 4 }).map(num) : optional(fc.integer({ min: 1, max: 4 }).map(num)),
+      stream: optional(fc.boolean()),
+      usage: optional(fc.boolean()),
+      stop: optional(fc.array(nonEmpty, { maxLength: 4 })),
+      format: optional(fc.constantFrom("text", "json_object")),
       tools: fc.boolean(),
-      thinking: opt(fc.boolean()),
-      temperature: opt(fc.double({ min: 0, max: 2, noNaN: true }).map(n)),
+      thinking: optional(fc.boolean()),
+      temperature: optional(fc.double({ min: 0, max: 2, noNaN: true }).map(num)),
     })
     .map((r) =>
       obj([
@@ -177,7 +161,7 @@ function hostileChatBody(options: ChatBodyOptions): fc.Arbitrary<J> {
     response_format: field(
       fc.oneof(
         record({ type: field(fc.constantFrom("text", "json_object")) }),
-        record({ type: field(fc.constant("json_schema")), json_schema: field(schema) }),
+        record({ type: field(fc.constant("json_schema")), json_schema: field(jsonSchema) }),
       ),
       { valid: 1, omit: 6 },
     ),
@@ -190,9 +174,9 @@ function hostileChatBody(options: ChatBodyOptions): fc.Arbitrary<J> {
       { valid: 1, omit: 8 },
     ),
     chat_template_kwargs: field(record({ enable_thinking: field(fc.boolean()) }), { valid: 1, omit: 8 }),
-    n: field(fc.constantFrom(n(1), n(2)), { valid: 1, omit: 8 }),
-    temperature: field(fc.double({ min: 0, max: 2, noNaN: true }).map(n), { valid: 1, omit: 6 }),
-    seed: field(fc.integer().map(n), { valid: 1, omit: 8 }),
+    n: field(fc.constantFrom(num(1), num(2)), { valid: 1, omit: 8 }),
+    temperature: field(fc.double({ min: 0, max: 2, noNaN: true }).map(num), { valid: 1, omit: 6 }),
+    seed: field(fc.integer().map(num), { valid: 1, omit: 8 }),
     user: field(text, { valid: 1, omit: 8 }),
   });
 }

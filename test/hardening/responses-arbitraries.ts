@@ -1,9 +1,7 @@
 // Request bodies of POST /v1/responses: mostly valid, every field sometimes wrong, left out,
 // doubled, or joined by dangerous keys; the stateful fields sometimes set.
 import fc from "fast-check";
-import { Num, OMIT, field, junk, obj, record, text, type J } from "./json-arbitraries.js";
-
-const n = (value: number) => new Num(String(value));
+import { OMIT, field, jsonSchema, num, obj, optional, record, text, tokenLimit, type J } from "./json-arbitraries.js";
 
 const textPart: fc.Arbitrary<J> = record({
   type: field(fc.constantFrom("input_text", "output_text", "input_text", "input_image", "refusal")),
@@ -50,31 +48,17 @@ const item: fc.Arbitrary<J> = fc.oneof(
   { weight: 1, arbitrary: record({ type: field(fc.constantFrom("item_reference", "web_search_call")), id: field(text) }) },
 );
 
-const schema: fc.Arbitrary<J> = fc.oneof(
-  fc.constant<J>(
-    obj([
-      ["type", "object"],
-      ["properties", obj([["city", obj([["type", "string"]])]])],
-    ]),
-  ),
-  junk,
-);
-
 const tool: fc.Arbitrary<J> = record({
   type: field(fc.constantFrom("function", "function", "web_search")),
   name: field(fc.constantFrom("get_weather", "f", "bad name", "")),
   description: field(text),
-  parameters: field(schema),
+  parameters: field(jsonSchema),
 });
 
-const maxTokens = fc.oneof(
-  { weight: 8, arbitrary: fc.integer({ min: 1, max: 4 }).map(n) },
-  { weight: 1, arbitrary: fc.constantFrom(n(8192), n(100_000), n(0), n(-1), n(1.5)) },
-);
+const maxTokens = tokenLimit([num(1.5)]);
 
 /** A request the service must answer 200 (when the model is served). */
 export function validResponsesBody(): fc.Arbitrary<J> {
-  const opt = <T extends J>(a: fc.Arbitrary<T>) => fc.option(a, { freq: 3 }).map((v) => (v === null ? OMIT : v));
   const message = fc.record({ role: fc.constantFrom("user", "system", "developer", "assistant"), text }).map(({ role, text: t }) =>
     obj([
       ["role", role],
@@ -84,12 +68,12 @@ export function validResponsesBody(): fc.Arbitrary<J> {
   return fc
     .record({
       input: fc.oneof(text, fc.array(message, { minLength: 1, maxLength: 3 })),
-      instructions: opt(text),
-      maxTokens: fc.integer({ min: 1, max: 4 }).map(n),
-      stream: opt(fc.boolean()),
-      format: opt(fc.constantFrom("text", "json_object")),
-      reasoning: opt(fc.constantFrom("none", "low", "high")),
-      store: opt(fc.constant(false)),
+      instructions: optional(text),
+      maxTokens: fc.integer({ min: 1, max: 4 }).map(num),
+      stream: optional(fc.boolean()),
+      format: optional(fc.constantFrom("text", "json_object")),
+      reasoning: optional(fc.constantFrom("none", "low", "high")),
+      store: optional(fc.constant(false)),
     })
     .map((r) =>
       obj([
@@ -117,7 +101,7 @@ function hostileResponsesBody(): fc.Arbitrary<J> {
         format: field(
           fc.oneof(
             record({ type: field(fc.constantFrom("text", "json_object")) }),
-            record({ type: field(fc.constant("json_schema")), name: field(text), schema: field(schema) }),
+            record({ type: field(fc.constant("json_schema")), name: field(text), schema: field(jsonSchema) }),
           ),
         ),
       }),
@@ -136,7 +120,7 @@ function hostileResponsesBody(): fc.Arbitrary<J> {
     previous_response_id: field(text, { valid: 1, omit: 12 }),
     background: field(fc.boolean(), { valid: 1, omit: 12 }),
     metadata: field(record({ run: field(text) }), { valid: 1, omit: 8 }),
-    temperature: field(fc.double({ min: 0, max: 2, noNaN: true }).map(n), { valid: 1, omit: 6 }),
+    temperature: field(fc.double({ min: 0, max: 2, noNaN: true }).map(num), { valid: 1, omit: 6 }),
   });
 }
 
