@@ -3,23 +3,16 @@
 // as it is (no chat template); the tiny model's text is noise, so what is pinned down is the
 // shape and the rules (stop, echo, logprobs, streaming, usage, refusals, quota).
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { TextCompletionChunkSchema, TextCompletionSchema } from "../../gateway/schemas/completion-response.js";
-import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { openaiClientFor, serveTesseraForFile } from "../helpers/openai.js";
+import type { TestTessera } from "../helpers/tessera.js";
 
 let tessera: TestTessera;
 let client: OpenAI;
 
-const clientFor = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${tessera.url}/v1`, maxRetries: 0, timeout: 60_000 });
-
-beforeAll(async () => {
-  tessera = await startTestTessera({ models: "tiny" });
-  client = clientFor(tessera.key);
-}, 120_000);
-
-afterAll(async () => {
-  await tessera?.close();
-});
+serveTesseraForFile((served) => ({ tessera, client } = served));
+const clientFor = (apiKey: string) => openaiClientFor(tessera, apiKey);
 
 const MODEL = "textmodel-26b";
 const PROMPT = "Once upon a time, in a small town by the sea, there lived";

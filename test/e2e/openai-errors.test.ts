@@ -1,29 +1,14 @@
 // Errors the official `openai` client can read on every route: one body carries OpenAI's
 // `error` and, on the System One routes, the `detail` their clients parse.
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { describe, expect, it } from "vitest";
+import { caughtApiError as caught, openaiClientFor, serveTesseraForFile } from "../helpers/openai.js";
+import type { TestTessera } from "../helpers/tessera.js";
 
 let tessera: TestTessera;
 
-beforeAll(async () => {
-  tessera = await startTestTessera({ models: "tiny" });
-}, 120_000);
-
-afterAll(async () => {
-  await tessera?.close();
-});
-
-const clientWith = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${tessera.url}/v1`, maxRetries: 0, timeout: 30_000 });
-
-async function caught(work: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  const err = await work.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(OpenAI.APIError);
-  return err as InstanceType<typeof OpenAI.APIError>;
-}
+serveTesseraForFile((served) => ({ tessera } = served));
+const clientWith = (apiKey: string) => openaiClientFor(tessera, apiKey, 30_000);
 
 describe("readable errors with the openai client", () => {
   it("GET /v1/models with an unknown key: 401 the SDK reads, detail kept for System One clients", async () => {

@@ -4,18 +4,13 @@
 // thinking (a reasoning block) sent back in the next turn.
 import { ToolMessage } from "@langchain/core/messages";
 import { ChatOpenAI } from "@langchain/openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { describe, expect, it } from "vitest";
+import { serveTesseraForFile } from "../helpers/openai.js";
+import type { TestTessera } from "../helpers/tessera.js";
 
 let tessera: TestTessera;
 
-beforeAll(async () => {
-  tessera = await startTestTessera({ models: "tiny" });
-}, 120_000);
-
-afterAll(async () => {
-  await tessera?.close();
-});
+serveTesseraForFile((served) => ({ tessera } = served));
 
 const MODEL = "textmodel-26b";
 

@@ -4,25 +4,16 @@
 // what these tests pin down, with the shapes of OpenAI's objects and events, usage as charged,
 // and the refusals of what needs stored state.
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { ResponseObjectSchema, ResponseStreamEventSchema } from "../../gateway/schemas/responses-response.js";
-import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { caughtApiError as caught, openaiClientFor, serveTesseraForFile } from "../helpers/openai.js";
+import type { TestTessera } from "../helpers/tessera.js";
 
 let tessera: TestTessera;
 let client: OpenAI;
 
-beforeAll(async () => {
-  tessera = await startTestTessera({ models: "tiny" });
-  client = clientFor(tessera.key);
-}, 120_000);
-
-afterAll(async () => {
-  await tessera?.close();
-});
-
-function clientFor(apiKey: string): OpenAI {
-  return new OpenAI({ apiKey, baseURL: `${tessera.url}/v1`, maxRetries: 0, timeout: 60_000 });
-}
+serveTesseraForFile((served) => ({ tessera, client } = served));
+const clientFor = (apiKey: string) => openaiClientFor(tessera, apiKey);
 
 const MODEL = "textmodel-26b";
 const QUESTION = "What is the weather like in Paris today?";
@@ -39,15 +30,6 @@ const messageText = (response: OpenAI.Responses.Response) =>
     .flatMap((item) => (item.type === "message" ? item.content : []))
     .map((part) => (part.type === "output_text" ? part.text : ""))
     .join("");
-
-async function caught(work: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  const err = await work.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(OpenAI.APIError);
-  return err as InstanceType<typeof OpenAI.APIError>;
-}
 
 /** Text tokens the ledger has charged a key. */
 async function charged(keyId: string): Promise<{ prompt: number; completion: number }> {
