@@ -6,7 +6,7 @@ import {
   answerGeneration,
   startTextGeneration,
   streamErrorBody,
-  TEXT_GENERATION_CHARGE,
+  textGenerationRoute,
   type TextRouteDeps,
 } from "./text-generation.js";
 
@@ -17,12 +17,7 @@ import {
  * stream the client leaves is charged what was delivered.
  */
 export function chatCompletionsRoute(deps: TextRouteDeps): Route {
-  return {
-    method: "POST",
-    path: "/v1/chat/completions",
-    errorStyle: "openai",
-    charge: TEXT_GENERATION_CHARGE,
-    body: "json",
+  return textGenerationRoute("/v1/chat/completions", {
     // Validated where the body is parsed: off the event loop for a large one.
     prepareBody: "chat",
     async handle(ctx) {
@@ -45,5 +40,5 @@ export function chatCompletionsRoute(deps: TextRouteDeps): Route {
         },
       );
     },
-  };
+  });
 }

@@ -8,7 +8,7 @@ import {
   inClientTerms,
   startTextGeneration,
   streamErrorBody,
-  TEXT_GENERATION_CHARGE,
+  textGenerationRoute,
   type TextRouteDeps,
 } from "./text-generation.js";
 
@@ -20,12 +20,7 @@ import {
  * settle the exact usage; a stream the client leaves is charged what was delivered.
  */
 export function completionsRoute(deps: TextRouteDeps): Route {
-  return {
-    method: "POST",
-    path: "/v1/completions",
-    errorStyle: "openai",
-    charge: TEXT_GENERATION_CHARGE,
-    body: "json",
+  return textGenerationRoute("/v1/completions", {
     async handle(ctx) {
       const { request, prompt, stream, includeUsage, echo, logprobs } = acceptedRequest(
         parseCompletionRequest(ctx.body, { requestId: ctx.requestId }),
@@ -51,5 +46,5 @@ export function completionsRoute(deps: TextRouteDeps): Route {
         },
       );
     },
-  };
+  });
 }

@@ -10,7 +10,7 @@ import {
   answerGeneration,
   startTextGeneration,
   streamErrorBody,
-  TEXT_GENERATION_CHARGE,
+  textGenerationRoute,
   type TextRouteDeps,
 } from "./text-generation.js";
 
@@ -23,12 +23,7 @@ import {
  * exact usage; a stream the client leaves is charged what was delivered.
  */
 export function responsesRoute(deps: TextRouteDeps): Route {
-  return {
-    method: "POST",
-    path: "/v1/responses",
-    errorStyle: "openai",
-    charge: TEXT_GENERATION_CHARGE,
-    body: "json",
+  return textGenerationRoute("/v1/responses", {
     // Validated where the body is parsed: off the event loop for a large one.
     prepareBody: "responses",
     async handle(ctx) {
@@ -48,7 +43,7 @@ export function responsesRoute(deps: TextRouteDeps): Route {
         },
       );
     },
-  };
+  });
 }
 
 const RESPONSE_PATH_PREFIX = "/v1/responses/";

@@ -5,10 +5,10 @@ import type { GenerateRequest, GenerateResponse, InferenceService } from "../../
 import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
-import type { Charge, SettleUsage } from "../gate.js";
+import type { SettleUsage } from "../gate.js";
 import { DEFAULT_MAX_TOKENS } from "../mappers/chat.js";
 import type { StreamErrorBody, StreamOutcome } from "../mappers/generation-stream.js";
-import type { JsonReply, RequestContext } from "../route.js";
+import type { JsonReply, RequestContext, Route } from "../route.js";
 import type { RequestError } from "../schemas/request-errors.js";
 import { createSseWriter, type SseWriter } from "../sse.js";
 
@@ -27,8 +27,13 @@ export interface TextRouteDeps {
   streamStallTimeoutMs?: number;
 }
 
-/** Admitted by the handler, once it knows the prompt's size: its hold is prompt + max_tokens. */
-export const TEXT_GENERATION_CHARGE: Charge<JsonReply | undefined> = { kind: UsageKind.TEXT, hold: "handler" };
+/**
+ * A POST route that generates text: OpenAI's errors, a JSON body, and a charge its handler
+ * admits once it knows the prompt's size (its hold is prompt + max_tokens).
+ */
+export function textGenerationRoute(path: string, route: Pick<Route, "prepareBody" | "handle">): Route {
+  return { method: "POST", path, errorStyle: "openai", charge: { kind: UsageKind.TEXT, hold: "handler" }, body: "json", ...route };
+}
 
 /** The request of a body that parsed, or the 400 that names the field at fault. */
 export function acceptedRequest<Accepted extends { ok: true }>(parsed: Accepted | { ok: false; error: RequestError }): Accepted {

@@ -110,6 +110,18 @@ export function refuseEmptyArray(ctx: z.core.$RefinementCtx<unknown>, param: str
   );
 }
 
+/** Refuses a message or input item at `param` whose text is longer than MAX_MESSAGE_CHARS. */
+export function checkTextChars(chars: number, ctx: z.core.$RefinementCtx<unknown>, param: string, what: string, path: PropertyKey[]): void {
+  if (chars > MAX_MESSAGE_CHARS) {
+    refuse(
+      ctx,
+      `Invalid '${param}': ${what} too long. Expected at most ${MAX_MESSAGE_CHARS} characters of text, but got ${chars} instead.`,
+      "string_above_max_length",
+      path,
+    );
+  }
+}
+
 /** Refuses an empty list at `param`, or one longer than `max`; false when it was refused. */
 export function checkListLength(list: readonly unknown[], max: number, ctx: z.core.$RefinementCtx<unknown>, param: string): boolean {
   if (list.length === 0) {
@@ -285,15 +297,7 @@ const MessagesSchema = z.array(ChatMessageSchema).superRefine((messages, ctx) =>
         [i, "tool_call_id"],
       );
     }
-    const chars = messageChars(message);
-    if (chars > MAX_MESSAGE_CHARS) {
-      refuse(
-        ctx,
-        `Invalid '${at}': message too long. Expected at most ${MAX_MESSAGE_CHARS} characters of text, but got ${chars} instead.`,
-        "string_above_max_length",
-        [i, "content"],
-      );
-    }
+    checkTextChars(messageChars(message), ctx, at, "message", [i, "content"]);
   });
 });
 

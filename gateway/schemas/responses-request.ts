@@ -6,6 +6,7 @@ import {
   MAX_MESSAGES,
   ModelIdSchema,
   checkListLength,
+  checkTextChars,
   checkToolChoice,
   checkTools,
   ignoredFields,
@@ -159,15 +160,7 @@ const InputItemsSchema = z.array(InputItemSchema).superRefine((items, ctx) => {
     if (item.type === "message" && Array.isArray(item.content) && item.content.length === 0) {
       refuseEmptyArray(ctx, `${at}.content`, [i, "content"]);
     }
-    const chars = itemChars(item);
-    if (chars > MAX_MESSAGE_CHARS) {
-      refuse(
-        ctx,
-        `Invalid '${at}': item too long. Expected at most ${MAX_MESSAGE_CHARS} characters of text, but got ${chars} instead.`,
-        "string_above_max_length",
-        [i],
-      );
-    }
+    checkTextChars(itemChars(item), ctx, at, "item", [i]);
   });
 });
 
