@@ -1,5 +1,5 @@
 import { availableParallelism, hostname } from "node:os";
-import { isAbsolute, resolve } from "node:path";
+import { integer, path, optional, baseUrl, urlList, parseCorsOrigins, token } from "./config-parsers.js";
 import type { Config, ExecutionProvider } from "./config.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 
@@ -15,75 +15,6 @@ export interface Setting<K extends keyof Config> {
 }
 
 export type AnySetting = { [K in keyof Config]: Setting<K> }[keyof Config];
-
-function integer(min: number, max: number) {
-  return (raw: string): number => {
-    if (!/^-?\d+$/.test(raw.trim())) throw new Error(`must be an integer, got "${raw}"`);
-    const n = Number(raw);
-    if (n < min || n > max) throw new Error(`must be between ${min} and ${max}, got ${n}`);
-    return n;
-  };
-}
-
-const path = (raw: string, baseDir: string) => {
-  if (raw.trim() === "") throw new Error("must not be empty");
-  return isAbsolute(raw) ? raw : resolve(baseDir, raw);
-};
-
-const optional = (raw: string) => (raw.trim() === "" ? undefined : raw.trim());
-
-/** One http(s) base URL, without a trailing slash. */
-function baseUrl(raw: string): string {
-  const text = raw.trim();
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new Error(`must be an http:// or https:// URL, got "${raw}"`);
-  }
-  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") {
-    throw new Error(`must be an http:// or https:// URL, got "${raw}"`);
-  }
-  if (url.search !== "" || url.hash !== "") throw new Error(`must not carry a query or fragment, got "${raw}"`);
-  return text.replace(/\/+$/, "");
-}
-
-/** Comma-separated base URLs (several replicas of one service); empty means none. */
-const urlList = (raw: string): string[] =>
-  raw
-    .split(",")
-    .map((part) => part.trim())
-    .filter((part) => part !== "")
-    .map(baseUrl);
-
-/** TESSERA_CORS_ORIGINS: comma-separated origins (scheme://host[:port]) or `*`. */
-function parseCorsOrigins(raw: string): string[] {
-  const origins = raw
-    .split(",")
-    .map((part) => part.trim())
-    .filter((part) => part !== "");
-  for (const origin of origins) {
-    if (origin === "*") continue;
-    let url: URL;
-    try {
-      url = new URL(origin);
-    } catch {
-      throw new Error(`must be origins like https://app.example.com or *, got "${origin}"`);
-    }
-    if (url.origin !== origin)
-      throw new Error(`"${origin}" is not an origin (scheme://host[:port], no path or slash); did you mean "${url.origin}"?`);
-  }
-  return origins;
-}
-
-/** A bearer credential: unset when empty; long enough not to be guessed; one token. */
-const token = (raw: string): string | undefined => {
-  const value = raw.trim();
-  if (value === "") return undefined;
-  if (value.length < 16) throw new Error("must be at least 16 characters");
-  if (value.length > 1024 || !/^[\x21-\x7e]+$/.test(value)) throw new Error("must be 16-1024 printable ASCII characters without spaces");
-  return value;
-};
 
 export const SETTINGS: readonly AnySetting[] = [
   {

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
 import type { Logger } from "../../lib/logger.js";
 import {
   type AccountingService,
@@ -18,12 +18,12 @@ import {
   SetLimitsResponseSchema,
   SettleResponseSchema,
   UsageDaySchema,
-  UsageKind,
 } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { CasRetriesExhaustedError, RevisionConflictError, type Store } from "../../lib/store/index.js";
+import { RevisionConflictError, type Store } from "../../lib/store/index.js";
 import { Directory } from "./directory.js";
 import { invalidArgument, notFound, permissionDenied, quotaExceeded, rateLimited, unauthenticated } from "./errors.js";
-import { hashApiKey, isWellFormedApiKey, isWellFormedId, newApiKey, requestKey } from "./ids.js";
+import { hashApiKey, isWellFormedApiKey, newApiKey, requestKey } from "./ids.js";
+import { guardStore, requireId, requireKind, requireName, requireRequestId, toCount } from "./request-checks.js";
 import { isUtcDay, readUsage, recordUsage, utcDay } from "./ledger.js";
 import { chargeQuota, reserveQuota } from "./quota.js";
 import { RATE_BUCKET, type RateDecision, type RateLimiter, sharedRateLimiter } from "./rate-limit.js";
@@ -33,7 +33,6 @@ import {
   reservedTokens,
   keyInfo,
   openBuckets,
-  quotaKindFromProto,
   SETTLED_RETENTION_MS,
   statusFromProto,
   type AccountRecord,
@@ -63,8 +62,6 @@ export interface AccountingDeps {
 export type AccountingServiceImpl = ServiceImpl<typeof AccountingService>;
 
 const UNLIMITED_REMAINING = 0xffff_ffff;
-const MAX_NAME_LENGTH = 200;
-const MAX_REQUEST_ID_LENGTH = 1024;
 
 /**
  * Rules this implementation settles on, beyond the proto's comments:
@@ -437,46 +434,4 @@ const quotaOf = (account: AccountRecord, kind: QuotaKind) => (kind === "text" ? 
 
 function admitResponse(remainingRequests: number, resetSeconds: number): AdmitResponse {
   return create(AdmitResponseSchema, { remainingRequests, resetSeconds });
-}
-
-function requireId(id: string, field: string): void {
-  if (id === "") throw invalidArgument(`${field} is required.`);
-  if (!isWellFormedId(id)) throw invalidArgument(`${field} is malformed.`);
-}
-
-function requireRequestId(requestId: string): void {
-  if (requestId === "") throw invalidArgument("request_id is required.");
-  if (requestId.length > MAX_REQUEST_ID_LENGTH) throw invalidArgument(`request_id is longer than ${MAX_REQUEST_ID_LENGTH} characters.`);
-}
-
-function requireKind(kind: UsageKind) {
-  if (kind === UsageKind.UNSPECIFIED) return undefined;
-  const quotaKind = quotaKindFromProto(kind);
-  if (!quotaKind) throw invalidArgument(`Unknown usage kind ${kind}.`);
-  return quotaKind;
-}
-
-function requireName(name: string): string {
-  if (name.length > MAX_NAME_LENGTH) throw invalidArgument(`name is longer than ${MAX_NAME_LENGTH} characters.`);
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what this rejects
-  if (/[\u0000-\u001f\u007f]/.test(name)) throw invalidArgument("name must not contain control characters.");
-  return name;
-}
-
-const MAX_COUNT = BigInt(Number.MAX_SAFE_INTEGER);
-
-function toCount(value: bigint, field: string): number {
-  if (value > MAX_COUNT) throw invalidArgument(`${field} is too large.`);
-  return Number(value);
-}
-
-/** Store contention the retries could not resolve becomes a retryable Unavailable. */
-async function guardStore<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (err) {
-    if (err instanceof CasRetriesExhaustedError)
-      throw new ConnectError("Accounting store is busy; retry.", Code.Unavailable, undefined, undefined, err);
-    throw err;
-  }
 }

@@ -106,3 +106,18 @@ export function cutAtStop(
   }
   return { text, count: lo };
 }
+
+/**
+ * How many of `tokens` (at least `from`) spell text that has been sent: the longest prefix
+ * whose decoded text, without an incomplete character at its end, is at most `sentChars` long.
+ */
+export function tokensSent(tokens: readonly number[], from: number, sentChars: number, decode: (ids: readonly number[]) => string): number {
+  let lo = from;
+  let hi = tokens.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (withoutIncompleteTail(decode(tokens.slice(0, mid))).length <= sentChars) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}

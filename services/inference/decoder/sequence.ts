@@ -4,7 +4,7 @@ import type { ForwardOutputs, KVShape } from "./forward.js";
 import { SequenceKV } from "./kv-cache.js";
 import { type CommittedLogprob, logprobsAt } from "./logprobs.js";
 import { type Commit, type Guess, mostConfident, type StepContext, type UnmaskPolicy } from "./policies/policy.js";
-import { cutAtStop, ReplyText, type StopMatcher, withoutIncompleteTail } from "./reply-text.js";
+import { cutAtStop, ReplyText, type StopMatcher, tokensSent } from "./reply-text.js";
 import { bannedTokenIds, bannedTokens, checkCommits, maskedGuesses } from "./unmask.js";
 
 export type FinishReason = "stop" | "length";
@@ -282,14 +282,7 @@ export class Sequence {
    */
   private blockLogprobsSent(firstReply: number): CommittedLogprob[] {
     for (let j = firstReply; j < this.block.length; j++) this.replyLogprobs.push(this.blockLogprobs[j]!);
-    const sent = this.text.sentLength;
-    let lo = this.logprobsSent;
-    let hi = this.replyDone.length;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (withoutIncompleteTail(this.params.decode(this.replyDone.slice(0, mid))).length <= sent) lo = mid;
-      else hi = mid - 1;
-    }
+    const lo = tokensSent(this.replyDone, this.logprobsSent, this.text.sentLength, this.params.decode);
     const entries = this.replyLogprobs.slice(this.logprobsSent, lo);
     this.logprobsSent = lo;
     return entries;
