@@ -237,6 +237,18 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
     expect(names.indexOf("POD_IP")).toBeGreaterThanOrEqual(0);
     expect(names.indexOf("POD_IP")).toBeLessThan(names.indexOf("TESSERA_ADVERTISE_URL"));
     expect(envVar(inference, "POD_IP")?.valueFrom.fieldRef.fieldPath).toBe("status.podIP");
+    // The gateway's probes and scrape annotation use its ops port (TESSERA_OPS_PORT); the
+    // other processes serve no public port and are probed on their only one.
+    for (const d of deployments) {
+      const c = container(d);
+      const isGateway = d.metadata.name === "tessera-gateway";
+      expect(envValue(d, "TESSERA_OPS_PORT"), d.metadata.name).toBe(isGateway ? "8081" : undefined);
+      expect((c.ports as Obj[]).find((p) => p.name === "ops")?.containerPort, d.metadata.name).toBe(isGateway ? 8081 : undefined);
+      for (const probe of [c.livenessProbe, c.readinessProbe, c.startupProbe]) {
+        expect(probe.httpGet.port, d.metadata.name).toBe(isGateway ? "ops" : "http");
+      }
+      expect(d.spec.template.metadata.annotations["prometheus.io/port"]).toBe(isGateway ? "8081" : "8080");
+    }
     // The gateway serves the playground page (on by default); no other process has the setting.
     for (const d of deployments) {
       expect(envValue(d, "TESSERA_PLAYGROUND"), d.metadata.name).toBe(d.metadata.name === "tessera-gateway" ? "on" : undefined);
@@ -275,6 +287,8 @@ describe.skipIf(unavailable)("Helm chart deploy/helm/tessera", () => {
     expect(envVar(d, "TESSERA_NATS_URL")).toBeUndefined();
     expect(envValue(d, "TESSERA_DATA_DIR")).toBe("/data");
     expect(envValue(d, "TESSERA_PLAYGROUND")).toBe("off");
+    expect(envValue(d, "TESSERA_OPS_PORT")).toBe("8081");
+    expect(container(d).readinessProbe.httpGet.port).toBe("ops");
     const data = (d.spec.template.spec.volumes as Obj[]).find((v) => v.name === "data");
     expect(data?.persistentVolumeClaim?.claimName).toBe("tessera-standalone-data");
     const claim = named(objects, "PersistentVolumeClaim", "tessera-standalone-data");

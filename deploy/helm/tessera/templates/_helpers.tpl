@@ -144,6 +144,9 @@ name order (so POD_IP precedes the TESSERA_ADVERTISE_URL that refers to it), the
 {{- $env := dict }}
 {{- $_ := set $env "TESSERA_HOST" (dict "value" "0.0.0.0") }}
 {{- $_ := set $env "TESSERA_PORT" (dict "value" (toString $c.port)) }}
+{{- if $c.opsPort }}
+{{- $_ := set $env "TESSERA_OPS_PORT" (dict "value" (toString $c.opsPort)) }}
+{{- end }}
 {{- $_ := set $env "TESSERA_LOG_LEVEL" (dict "value" $root.Values.logLevel) }}
 {{- $_ := set $env "TESSERA_DATA_DIR" (dict "value" "/data") }}
 {{- $_ := set $env "TESSERA_MODELS_CONFIG" (dict "value" "/etc/tessera/models.config.json") }}
@@ -219,4 +222,17 @@ render with a message that names the values to change.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+A probe (list probe component): one on port `http` moves to port `ops` where the component
+has an opsPort, so probes never queue behind clients' connections.
+*/}}
+{{- define "tessera.probe" -}}
+{{- $probe := deepCopy (index . 0) }}
+{{- $c := index . 1 }}
+{{- if and $c.opsPort $probe.httpGet (eq (toString $probe.httpGet.port) "http") }}
+{{- $_ := set $probe.httpGet "port" "ops" }}
+{{- end }}
+{{- toYaml $probe }}
 {{- end }}

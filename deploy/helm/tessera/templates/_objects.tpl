@@ -44,7 +44,7 @@ spec:
         checksum/auth: {{ toJson $root.Values.auth | sha256sum }}
         {{- if $root.Values.metrics.podAnnotations }}
         prometheus.io/scrape: "true"
-        prometheus.io/port: {{ $c.port | quote }}
+        prometheus.io/port: {{ $c.opsPort | default $c.port | quote }}
         prometheus.io/path: /metrics
         {{- end }}
         {{- with merge (deepCopy ($c.podAnnotations | default dict)) ($d.podAnnotations | default dict) }}
@@ -92,15 +92,20 @@ spec:
             - name: http
               containerPort: {{ $c.port }}
               protocol: TCP
+            {{- if $c.opsPort }}
+            - name: ops
+              containerPort: {{ $c.opsPort }}
+              protocol: TCP
+            {{- end }}
           env:
             {{- include "tessera.env" . | trim | nindent 12 }}
           livenessProbe:
-            {{- toYaml ($c.livenessProbe | default $d.livenessProbe) | nindent 12 }}
+            {{- include "tessera.probe" (list ($c.livenessProbe | default $d.livenessProbe) $c) | nindent 12 }}
           readinessProbe:
-            {{- toYaml ($c.readinessProbe | default $d.readinessProbe) | nindent 12 }}
+            {{- include "tessera.probe" (list ($c.readinessProbe | default $d.readinessProbe) $c) | nindent 12 }}
           {{- with $c.startupProbe | default $d.startupProbe }}
           startupProbe:
-            {{- toYaml . | nindent 12 }}
+            {{- include "tessera.probe" (list . $c) | nindent 12 }}
           {{- end }}
           {{- with $c.lifecycle }}
           lifecycle:
