@@ -1,41 +1,22 @@
 // A stream that had delivered content when its process was killed (kill -9) is charged what it
 // had delivered (issue 11, item 5): its checkpoint (gateway/checkpoints.ts) is settled by the
 // store's recovery at the next start, and the ledger and the quota counters agree.
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { accountFigures, createKey, ledgerTotals, startServe, writeCatalog } from "../../bench/_hostile.js";
-import { TINY_MODEL_DIR } from "../helpers/tessera.js";
+import { endlessTinyModel } from "../helpers/endless-model.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "tessera-crash-stream-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-/**
- * The tiny model, except that the end of turn it learned (token 549) is an ordinary special
- * token to the server (549 and 550 swap names): it talks until max_tokens, so that its
- * stream is still running when the process is killed.
- */
-function endlessTinyModel(): string {
-  const dir = join(scratch, "endless-model");
-  cpSync(TINY_MODEL_DIR, dir, { recursive: true });
-  const config = JSON.parse(readFileSync(join(dir, "config.json"), "utf8")) as { eos_token_id: number };
-  config.eos_token_id = 550;
-  writeFileSync(join(dir, "config.json"), JSON.stringify(config));
-  const tokenizer = readFileSync(join(dir, "tokenizer.json"), "utf8")
-    .replaceAll("<|im_end|>", "<|swap|>")
-    .replaceAll("<|endoftext|>", "<|im_end|>")
-    .replaceAll("<|swap|>", "<|endoftext|>");
-  writeFileSync(join(dir, "tokenizer.json"), tokenizer);
-  return dir;
-}
 
 describe("a stream killed with its process", () => {
   it("is charged its prompt and the tokens it had delivered, after the restart", { timeout: 120_000 }, async () => {
     const dataDir = join(scratch, "data");
     const env = {
       TESSERA_DATA_DIR: dataDir,
-      TESSERA_MODELS_CONFIG: writeCatalog(scratch, endlessTinyModel()),
+      TESSERA_MODELS_CONFIG: writeCatalog(scratch, endlessTinyModel(scratch)),
       TESSERA_DEFAULT_RPM: "100000",
       TESSERA_LOG_LEVEL: "info",
       // One token per denoising step: a slower stream, surely still running when it is killed.
