@@ -4,9 +4,12 @@ import type { Config } from "../lib/config.js";
 import type { Logger } from "../lib/logger.js";
 import type { NatsLink } from "../lib/nats/connection.js";
 import { createNatsStore } from "../lib/nats/kv-store.js";
+import { gatewayInstances } from "../lib/heartbeats/gateway-instances.js";
 import { ensureUsageStream, startUsageConsumer } from "../lib/nats/usage-stream.js";
 import { localClient, type ServiceMount } from "../lib/service-mount.js";
+import { openBuckets, SETTLED_RETENTION_MS } from "../services/accounting/records.js";
 import { accountingRoutes } from "../services/accounting/server.js";
+import { createGatewaySweep } from "../services/accounting/sweep.js";
 import { ensureFirstKey } from "./bootstrap.js";
 
 export interface DistributedAccounting {
@@ -20,7 +23,8 @@ export interface DistributedAccounting {
 /**
  * Accounting on NATS: keys, accounts, quotas, the ledger and the per-minute windows in
  * JetStream KV (compare-and-set by revision), the usage consumer settling what gateways
- * publish, and the bootstrap key.
+ * publish, the periodic sweep of requests whose gateway died (services/accounting/sweep.ts),
+ * and the bootstrap key.
  */
 export async function startDistributedAccounting(config: Config, nats: NatsLink, logger: Logger): Promise<DistributedAccounting> {
   const store = createNatsStore(nats.nc, { replicas: config.natsReplicas, timeoutMs: config.natsTimeoutMs, connected: nats.connected });
@@ -68,12 +72,40 @@ export async function startDistributedAccounting(config: Config, nats: NatsLink,
   if (config.adminToken === undefined) {
     logger.warn("TESSERA_ADMIN_TOKEN is not set: accounting's admin RPCs (keys, limits, usage) are refused on its port");
   }
+  const sweep = startSweeping(
+    createGatewaySweep(openBuckets(store, SETTLED_RETENTION_MS), gatewayInstances(store), logger),
+    config.gatewaySweepIntervalMs,
+    logger,
+  );
   return {
     routes,
     client,
     async close() {
+      await sweep.stop();
       await consumer.stop();
       await store.close();
+    },
+  };
+}
+
+/** Runs `sweep` every interval, one pass at a time; a failed pass (NATS away) is logged and the next one tries again. */
+function startSweeping(sweep: () => Promise<unknown>, intervalMs: number, logger: Logger) {
+  let running: Promise<void> | undefined;
+  const timer = setInterval(() => {
+    running ??= sweep()
+      .then(
+        () => undefined,
+        (err: unknown) => logger.warn({ err }, "sweep of dead gateways' requests failed; next pass retries"),
+      )
+      .finally(() => {
+        running = undefined;
+      });
+  }, intervalMs);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
     },
   };
 }

@@ -5,11 +5,13 @@ import { DecisionService } from "../gen/tessera/decision/v1/decision_pb.js";
 import { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
 import { ConfigError, type Config } from "../lib/config.js";
+import { gatewayInstances, startGatewayHeartbeat } from "../lib/heartbeats/gateway-instances.js";
 import { startHeartbeats } from "../lib/heartbeats/publisher.js";
 import { createInferenceRouter, workerTransports } from "../lib/inference-router.js";
 import type { Logger } from "../lib/logger.js";
 import { createMetrics, type Metrics } from "../lib/metrics.js";
 import { connectNats, redactUrl } from "../lib/nats/connection.js";
+import { createNatsStore } from "../lib/nats/kv-store.js";
 import { natsUsageSink } from "../lib/nats/usage-stream.js";
 import { createNatsWorkerDirectory } from "../lib/nats/worker-directory.js";
 import type { ReadinessCheck } from "../lib/readiness.js";
@@ -17,7 +19,7 @@ import { bearerInterceptor, serviceTransport } from "../lib/remote/clients.js";
 import { forwardingImpl } from "../lib/remote/forward.js";
 import { startServiceServer } from "../lib/remote/service-server.js";
 import { localClient, localTransport, mountAll, mountService, type ServiceMount } from "../lib/service-mount.js";
-import { settleThroughSink } from "../lib/usage/gate.js";
+import { admittingAs, settleThroughSink } from "../lib/usage/gate.js";
 import { retryingUsageSink } from "../lib/usage/retrying-sink.js";
 import { accountingAuthInterceptor } from "../services/accounting/admin-auth.js";
 import { accountingReadiness } from "../services/accounting/readiness.js";
@@ -171,13 +173,21 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
         logger: logger.child({ component: "usage" }),
       });
       cleanups.add("usage flush", () => usage.flush(USAGE_FLUSH_MS));
+      // Announced before the port opens: accounting's sweep takes a gateway without a heartbeat for dead.
+      const heartbeatStore = createNatsStore(nats.nc, {
+        replicas: config.natsReplicas,
+        timeoutMs: config.natsTimeoutMs,
+        connected: nats.connected,
+      });
+      const heartbeat = await startGatewayHeartbeat(gatewayInstances(heartbeatStore), logger.child({ component: "gateway heartbeat" }));
+      cleanups.add("gateway heartbeat", () => heartbeat.stop());
       const accountingClient = accounting?.client ?? remoteAccounting(config);
       readiness.push(accountingReadiness(accountingClient, { name: "accounting", label: "accounting", timeoutMs: 2_000 }));
       const gateway = await startGateway({
         config,
         logger,
         metrics,
-        accounting: settleThroughSink(accountingClient, usage),
+        accounting: admittingAs(settleThroughSink(accountingClient, usage), () => (heartbeat.announced() ? heartbeat.instance : undefined)),
         registry: registry(),
         decision: decision(),
         inferenceFor: inferenceFor(),

@@ -379,4 +379,11 @@ export const SETTINGS: readonly AnySetting[] = [
     help: "Distributed mode: a usage event not acknowledged within this time (its accounting replica died) is redelivered.",
     parse: integer(1_000, 3_600_000),
   },
+  {
+    env: "TESSERA_GATEWAY_SWEEP_INTERVAL_MS",
+    key: "gatewaySweepIntervalMs",
+    fallback: "10000",
+    help: "Distributed mode: how often each accounting replica looks for requests of gateways that died (no heartbeat for 10 s, seen twice in a row): their streams are charged what they had delivered and their holds released.",
+    parse: integer(500, 3_600_000),
+  },
 ];

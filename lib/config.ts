@@ -74,6 +74,8 @@ export interface Config {
   natsReplicas: number;
   /** How long a usage event may stay unacknowledged before JetStream redelivers it. */
   usageAckWaitMs: number;
+  /** How often accounting settles and releases the requests of gateways whose heartbeat lapsed. */
+  gatewaySweepIntervalMs: number;
 }
 
 /** The file named by TESSERA_CONFIG: a JSON object keyed by the same names as the environment. */

@@ -22,3 +22,19 @@ export function settleThroughSink(accounting: RequestPathAccounting, sink: Usage
     },
   };
 }
+
+/**
+ * The request path's accounting with every Admit naming this gateway instance (distributed
+ * mode), once `instance()` gives one: holds and checkpoints then record it, and accounting's
+ * sweep settles and releases them if this process dies (services/accounting/sweep.ts).
+ */
+export function admittingAs(accounting: RequestPathAccounting, instance: () => string | undefined): RequestPathAccounting {
+  return {
+    authenticate: (request, options) => accounting.authenticate(request, options),
+    admit(request, options) {
+      const gatewayInstance = instance();
+      return accounting.admit(gatewayInstance === undefined ? request : { ...request, gatewayInstance }, options);
+    },
+    settle: (request, options) => accounting.settle(request, options),
+  };
+}

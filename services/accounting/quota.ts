@@ -13,7 +13,7 @@ export type ReserveOutcome = { ok: true } | { ok: false; available: number };
 export async function reserveQuota(
   bucket: KvBucket<QuotaCounters>,
   accountId: string,
-  args: { requestKey: string; kind: QuotaKind; tokens: number; quota: number; now: number; reservationTtlMs: number },
+  args: { requestKey: string; kind: QuotaKind; tokens: number; quota: number; now: number; reservationTtlMs: number; holder?: string },
 ): Promise<ReserveOutcome> {
   let outcome: ReserveOutcome = { ok: true };
   await casUpdate(bucket, accountId, (current) => {
@@ -28,10 +28,8 @@ export async function reserveQuota(
       return undefined;
     }
     outcome = { ok: true };
-    return {
-      ...counters,
-      res: { ...others, [args.requestKey]: { k: args.kind, n: args.tokens, x: args.now + args.reservationTtlMs } },
-    };
+    const hold = { k: args.kind, n: args.tokens, x: args.now + args.reservationTtlMs, ...(args.holder ? { g: args.holder } : {}) };
+    return { ...counters, res: { ...others, [args.requestKey]: hold } };
   });
   return outcome;
 }

@@ -40,6 +40,8 @@ export interface Reservation {
   n: number;
   /** Expires at (ms since the epoch). */
   x: number;
+  /** The gateway instance that admitted the request (distributed mode; see sweep.ts). */
+  g?: string;
 }
 
 /** One account's quota counters: kept apart from the account so that admin edits and the hot counters do not collide. */
@@ -81,9 +83,11 @@ export interface SettledMarker extends UsageEntry {
 export interface ProgressEntry extends UsageEntry {
   at: number;
   keyId: string;
+  /** The gateway instance streaming it (distributed mode; see sweep.ts). */
+  gateway?: string;
 }
 
-/** Checkpoints of requests that never settled (distributed mode has no recovery) expire after a day. */
+/** Checkpoints of requests that never settled and that no recovery charged (no gateway instance recorded) expire after a day. */
 export const PROGRESS_RETENTION_MS = 24 * 60 * 60_000;
 
 export interface AccountingBuckets {

@@ -128,6 +128,7 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
   /** Admit for a key and account already checked: a value when nothing had to wait, else a promise. */
   function admitWith(req: AdmitRequest, key: KeyRecord, account: AccountRecord): AdmitResponse | Promise<AdmitResponse> {
     const kind = requireKind(req.kind);
+    if (req.gatewayInstance !== "") requireId(req.gatewayInstance, "gateway_instance");
     if (req.checkOnly) return checkQuotaLeft(req, account, kind);
     if (req.delivered !== undefined) return checkpoint(req, key);
     if (kind !== undefined) requireRequestId(req.requestId);
@@ -157,6 +158,7 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       quota,
       now,
       reservationTtlMs,
+      holder: req.gatewayInstance,
     });
     return guardStore(reservation).then((outcome) => {
       if (!outcome.ok) throw quotaExceeded(req.kind, kind === "text" ? "text-generation" : "decision", quota, outcome.available, reserve);
@@ -174,6 +176,7 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       prompt: toCount(usage.promptTokens, "delivered.prompt_tokens"),
       completion: toCount(usage.completionTokens, "delivered.completion_tokens"),
       decisionInput: toCount(usage.inputTokens, "delivered.input_tokens"),
+      ...(req.gatewayInstance ? { gateway: req.gatewayInstance } : {}),
     };
     await guardStore(buckets.progress.put(requestKey(key.id, req.requestId), entry));
     return admitResponse(0, 0);
