@@ -37,10 +37,10 @@ export async function listenGateway(
 }
 
 /** The paths the operations listener serves. */
-export const OPS_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz", "/metrics"]);
+const OPS_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz", "/metrics"]);
 
 /** The gateway's handler for the operations paths only; anything else is 404 in the detail shape. */
-export function opsOnly(handler: NodeHandler): NodeHandler {
+function opsOnly(handler: NodeHandler): NodeHandler {
   return (req, res) => {
     const url = req.url ?? "/";
     const query = url.indexOf("?");

@@ -1,5 +1,6 @@
 import { parseJson } from "./body.js";
 import { parseChatRequest } from "./mappers/chat.js";
+import { parseCompletionRequest } from "./mappers/completion.js";
 import { parseResponsesRequest } from "./mappers/responses-request.js";
 
 /**
@@ -13,6 +14,8 @@ export const BODY_PREPARERS = {
   chat: (value: unknown) => parseChatRequest(value),
   /** The Responses request validated and mapped (a ParsedResponsesRequest; its requestId is left empty). */
   responses: (value: unknown) => parseResponsesRequest(value),
+  /** The legacy completions request validated and mapped (a ParsedCompletionRequest; its requestId is left empty). */
+  completion: (value: unknown) => parseCompletionRequest(value),
 } as const;
 
 export type BodyPreparer = keyof typeof BODY_PREPARERS;

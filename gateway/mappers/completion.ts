@@ -26,7 +26,7 @@ export type ParsedCompletionRequest =
     }
   | { ok: false; error: RequestError };
 
-export function parseCompletionRequest(body: unknown, defaults: { requestId?: string } = {}): ParsedCompletionRequest {
+export function parseCompletionRequest(body: unknown): ParsedCompletionRequest {
   const parsed = CompletionRequestSchema.safeParse(body, PARSE_OPTIONS);
   if (!parsed.success) return { ok: false, error: requestErrorOf(parsed.error) };
   const completion = parsed.data;
@@ -34,7 +34,7 @@ export function parseCompletionRequest(body: unknown, defaults: { requestId?: st
   const echo = completion.echo ?? false;
   return {
     ok: true,
-    request: generateRequestOf(completion, defaults.requestId ?? ""),
+    request: generateRequestOf(completion, ""),
     prompt: completion.prompt,
     stream: completion.stream ?? false,
     includeUsage: completion.stream_options?.include_usage ?? false,

@@ -54,7 +54,7 @@ export function parseResponsesRequest(body: unknown, defaults: ChatDefaults = {}
 }
 
 /** Thinking is on when the request has a `reasoning` object whose effort is not "none". */
-export function thinkingOf(request: Pick<ResponsesRequest, "reasoning">): boolean {
+function thinkingOf(request: Pick<ResponsesRequest, "reasoning">): boolean {
   return request.reasoning !== undefined && request.reasoning !== null && request.reasoning.effort !== "none";
 }
 

@@ -1,11 +1,10 @@
-import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { collectTextCompletion, createTextChunker, createTextCompletionMeta, parseCompletionRequest } from "../mappers/completion.js";
+import { collectTextCompletion, createTextChunker, createTextCompletionMeta, type ParsedCompletionRequest } from "../mappers/completion.js";
 import { streamGeneration } from "../mappers/generation-stream.js";
 import type { Route } from "../route.js";
 import {
   acceptedRequest,
+  admitGeneration,
   answerGeneration,
-  inClientTerms,
   startTextGeneration,
   streamErrorBody,
   textGenerationRoute,
@@ -21,24 +20,21 @@ import {
  */
 export function completionsRoute(deps: TextRouteDeps): Route {
   return textGenerationRoute("/v1/completions", {
+    // Validated where the body is parsed: off the event loop for a large one.
+    prepareBody: "completion",
     async handle(ctx) {
-      const { request, prompt, stream, includeUsage, echo, logprobs } = acceptedRequest(
-        parseCompletionRequest(ctx.body, { requestId: ctx.requestId }),
-      );
+      const { request, prompt, stream, includeUsage, echo, logprobs } = acceptedRequest(ctx.body as ParsedCompletionRequest);
       const generation = await startTextGeneration(ctx, deps, request);
-      const { inference, servingId, shownModel } = generation;
+      const { shownModel } = generation;
 
       // Counted as Generate will take it: a prompt that cannot fit the context is refused before it is tokenized.
-      const counted = await inference.countTokens({ model: servingId, rawPrompt: prompt }, { signal: ctx.signal }).catch((err: unknown) => {
-        throw inClientTerms(err, servingId, shownModel);
-      });
-      await ctx.admit(UsageKind.TEXT, counted.tokens + (request.options?.maxTokens ?? 0));
+      const promptTokens = await admitGeneration(ctx, generation, { rawPrompt: prompt }, request.options?.maxTokens ?? 0);
 
       const meta = createTextCompletionMeta({ model: shownModel, prompt, echo, logprobs });
       return answerGeneration(
         ctx,
         generation,
-        { stream, promptTokens: counted.tokens, streamStallTimeoutMs: deps.streamStallTimeoutMs },
+        { stream, promptTokens, streamStallTimeoutMs: deps.streamStallTimeoutMs },
         {
           collect: (events) => collectTextCompletion(events, meta),
           usageOf: ({ usage }) => ({ promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens }),

@@ -1,7 +1,13 @@
 import { checkpointed } from "../checkpoints.js";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import type { GenerateRequest, GenerateResponse, InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type {
+  CountTokensRequestSchema,
+  GenerateRequest,
+  GenerateResponse,
+  InferenceService,
+} from "../../gen/tessera/inference/v1/inference_pb.js";
 import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
@@ -52,7 +58,7 @@ export interface ResolvedTextModel {
 }
 
 /** The text model `asked` names: 404 `model_not_found` for an unknown one, 400 for an id the registry refuses. */
-export async function resolveTextModel(
+async function resolveTextModel(
   registry: Pick<Client<typeof RegistryService>, "resolveModel">,
   asked: string,
   signal: AbortSignal,
@@ -90,7 +96,7 @@ export function inClientTerms(err: unknown, servingId: string, model: string): u
  * terms; `delivered.text` collects the text of the deltas passed on (what a stream the client
  * leaves is charged).
  */
-export async function* shownAs(events: AsyncIterable<GenerateResponse>, servingId: string, model: string, delivered: { text: string }) {
+async function* shownAs(events: AsyncIterable<GenerateResponse>, servingId: string, model: string, delivered: { text: string }) {
   try {
     for await (const event of events) {
       if (event.event.case === "started") event.event.value.model = model;
@@ -112,24 +118,39 @@ export function streamErrorBody(err: unknown): StreamErrorBody {
 }
 
 /**
- * Counts a chat-templated request's prompt and admits the key reserving prompt + max_tokens
- * of its text quota (429 when that does not fit). Returns the prompt's tokens.
+ * Counts a request's prompt as Generate will take it (`prompt`: the chat messages, tools and
+ * options, or a raw prompt) and admits the key reserving prompt + `maxTokens` of its text
+ * quota (429 when that does not fit). Returns the prompt's tokens.
  */
-export async function admitChatGeneration(
+export async function admitGeneration(
   ctx: Pick<RequestContext, "admit" | "signal">,
-  { inference, request, servingId, shownModel }: Omit<TextGeneration, "tokensOf">,
+  { inference, servingId, shownModel }: Pick<TextGeneration, "inference" | "servingId" | "shownModel">,
+  prompt: Omit<MessageInitShape<typeof CountTokensRequestSchema>, "model" | "$typeName">,
+  maxTokens: number,
 ): Promise<number> {
-  const counted = await inference
-    .countTokens({ model: servingId, messages: request.messages, tools: request.tools, options: request.options }, { signal: ctx.signal })
-    .catch((err: unknown) => {
-      throw inClientTerms(err, servingId, shownModel);
-    });
-  await ctx.admit(UsageKind.TEXT, counted.tokens + (request.options?.maxTokens || DEFAULT_MAX_TOKENS));
+  const counted = await inference.countTokens({ ...prompt, model: servingId }, { signal: ctx.signal }).catch((err: unknown) => {
+    throw inClientTerms(err, servingId, shownModel);
+  });
+  await ctx.admit(UsageKind.TEXT, counted.tokens + maxTokens);
   return counted.tokens;
 }
 
+/** admitGeneration for a chat-templated request (max_tokens unset: the default). */
+export function admitChatGeneration(
+  ctx: Pick<RequestContext, "admit" | "signal">,
+  generation: Omit<TextGeneration, "tokensOf">,
+): Promise<number> {
+  const { request } = generation;
+  const prompt = {
+    messages: request.messages,
+    tools: request.tools,
+    ...(request.options !== undefined ? { options: request.options } : {}),
+  };
+  return admitGeneration(ctx, generation, prompt, request.options?.maxTokens || DEFAULT_MAX_TOKENS);
+}
+
 /** Tokens of a text (0 for none, or when counting fails): what a stream that ended early delivered. */
-export async function tokensOfText(
+async function tokensOfText(
   inference: Pick<Client<typeof InferenceService>, "countTokens">,
   servingId: string,
   text: string,

@@ -94,13 +94,12 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   const prefixBytes = Buffer.byteLength(input.prefix);
   refuseIfCannotFit("the state", prefixBytes, bytesPerToken, maxPositions, engine.name);
   const maxWork = engine.maxScoreWorkTokens;
-  let leastWork = fewestTokens(prefixBytes, bytesPerToken);
-  for (const suffix of input.suffixes) leastWork += fewestTokens(Buffer.byteLength(suffix.text), bytesPerToken);
+  const leastPerSuffix = input.suffixes.map((suffix) => fewestTokens(Buffer.byteLength(suffix.text), bytesPerToken));
+  const leastWork = leastPerSuffix.reduce((sum, n) => sum + n, fewestTokens(prefixBytes, bytesPerToken));
   if (leastWork > maxWork) throw tooMuchWork(`at least ${leastWork}`, maxWork);
   const maxRow = engine.maxScoreRowTokens;
-  input.suffixes.forEach((suffix, i) => {
-    const least = fewestTokens(Buffer.byteLength(suffix.text), bytesPerToken) + 1;
-    if (least > maxRow) throw rowTooLong(i, `at least ${least}`, maxRow);
+  leastPerSuffix.forEach((least, i) => {
+    if (least + 1 > maxRow) throw rowTooLong(i, `at least ${least + 1}`, maxRow);
   });
 
   const labelList = [...new Set(input.suffixes.flatMap((s) => s.labels))];

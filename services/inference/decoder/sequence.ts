@@ -142,7 +142,7 @@ export class Sequence {
       this.openBlock(params.prompt.slice(this.promptBlocks));
     }
     this.firstBlockStart = this.blockStart;
-    if (params.grammar !== undefined) this.span = new ConstrainedSpan(params.grammar);
+    if (params.grammar !== undefined) this.span = new ConstrainedSpan(params.grammar, model.vocabSize);
   }
 
   /**
@@ -167,7 +167,7 @@ export class Sequence {
     if (this.span === undefined || !this.span.active || this.done) return;
     if (out.logits === undefined) throw new Error("a constrained step needs the logits");
     // With a logits shift a position's prediction is the row before it.
-    await this.span.step(out.logits, row * seq + (this.pendingClean?.length ?? 0) - this.shift, this.masked, this.model.vocabSize);
+    await this.span.step(out.logits, row * seq + (this.pendingClean?.length ?? 0) - this.shift, this.masked);
   }
 
   /** Whether this step decodes under the grammar (constrainStep has work to do). */

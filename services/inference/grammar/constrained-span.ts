@@ -13,7 +13,11 @@ export class ConstrainedSpan {
   /** Tokens committed after `</think>` when the constraint opened, offered to the grammar next. */
   private replay: number[] = [];
 
-  constructor(private readonly grammar: SequenceGrammar) {
+  constructor(
+    private readonly grammar: SequenceGrammar,
+    /** The logits' row width. */
+    private readonly vocab: number,
+  ) {
     this.active = grammar.freeUntil === undefined;
   }
 
@@ -24,13 +28,13 @@ export class ConstrainedSpan {
   /**
    * The frontier rule over one forward's logits: `masked` are the current block's flags
    * (every position from the frontier on is masked), `blockOffset` the row slot of its
-   * first position, `vocab` the logits' row width. The commits are kept for `take`.
+   * first position. The commits are kept for `take`.
    */
-  async step(logits: Float32Array, blockOffset: number, masked: readonly boolean[], vocab: number): Promise<void> {
+  async step(logits: Float32Array, blockOffset: number, masked: readonly boolean[]): Promise<void> {
     const frontier = masked.indexOf(true);
     if (!this.active || frontier < 0) return;
     const offsets: number[] = [];
-    for (let j = frontier; j < masked.length; j++) offsets.push((blockOffset + j) * vocab);
+    for (let j = frontier; j < masked.length; j++) offsets.push((blockOffset + j) * this.vocab);
     const started = performance.now();
     const commit = await this.grammar.step(logits, offsets);
     this.record(commit, started, true);

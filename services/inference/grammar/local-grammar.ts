@@ -1,3 +1,4 @@
+import { bannedTokens } from "../decoder/unmask.js";
 import { commitAtFrontier, commitForced, type FrontierCommit, type GrammarState } from "./frontier-rule.js";
 import type { ForcedCommit, GrammarRules, SequenceGrammar } from "./sequence-grammar.js";
 
@@ -8,8 +9,7 @@ export function localSequenceGrammar(
   rules: GrammarRules,
   freeUntil?: number,
 ): SequenceGrammar {
-  const banned = new Uint8Array(rules.vocab);
-  for (const id of rules.banned) if (id >= 0 && id < rules.vocab) banned[id] = 1;
+  const banned = bannedTokens(rules.vocab, rules.banned);
   return {
     step: (logits, offsets) => commitAtFrontier(state, { logits, offsets, vocab: rules.vocab, banned, threshold: rules.threshold, encode }),
     async forced(room, replay) {
