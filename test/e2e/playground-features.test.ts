@@ -1,7 +1,8 @@
 // The playground's chat features in headless Chromium against the tiny test model (fast; its
 // text is noise, the shapes are what is checked): thinking shown apart, JSON mode with a
 // schema, a tool call shown and answered with a tool result, model text never rendered as
-// HTML, and a 429 shown with its type and retry-after.
+// HTML, a 429 shown with its type and retry-after, and Send right after a key waiting for the
+// model list.
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildPlayground } from "../../web/build.js";
@@ -112,6 +113,37 @@ describe("playground chat features (tiny model)", () => {
       .poll(() => error.textContent())
       .toMatch(/^429 rate_limit_error \(rate_limit_exceeded\) .*retry after \d+ s · x-service-request-id req_\S+$/s);
     expect(await page.getByTestId("chat-reply").getAttribute("data-done")).toBe("true");
+  });
+
+  it("Send pressed right after pasting a key waits for the model list; an error shown before the key clears once it loads", async () => {
+    const fresh = await browser.newPage();
+    try {
+      await fresh.goto(`${tessera.url}/`);
+      await fresh.fill("#chat-max-tokens", "8");
+      await fresh.getByTestId("chat-input").fill("Hello there");
+      await fresh.getByTestId("chat-send").click();
+      await expect.poll(() => fresh.locator("#chat-error").textContent()).toMatch(/No model to talk to/);
+
+      await fresh.getByTestId("api-key").fill(tessera.key);
+      await expect.poll(() => fresh.locator("#chat-error").isHidden()).toBe(true);
+
+      // A second page: key and Send at once, before the debounced listing has even started.
+      const second = await browser.newPage();
+      try {
+        await second.goto(`${tessera.url}/`);
+        await second.fill("#chat-max-tokens", "8");
+        await second.getByTestId("api-key").fill(tessera.key);
+        await second.getByTestId("chat-input").fill("Hello there");
+        await second.getByTestId("chat-send").click();
+        await second.waitForSelector('[data-testid="chat-reply"][data-done="true"]', { state: "attached", timeout: 30_000 });
+        expect(await second.locator("#chat-error").isHidden()).toBe(true);
+        expect(await second.locator("#chat-model").inputValue()).toBe("textmodel-26b");
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await fresh.close();
+    }
   });
 
   it("raised no page error (Chromium notes the 429 it was answered)", () => {

@@ -54,11 +54,9 @@ function main(): void {
   remember.checked = keys.remember;
   keyInput.addEventListener("input", () => keys.set(keyInput.value));
   remember.addEventListener("change", () => keys.setRemember(remember.checked));
-  // Loaded once the key stops changing (typing it must not spend the key's per-minute requests).
-  let pending: ReturnType<typeof setTimeout> | undefined;
   keys.onChange(() => {
-    clearTimeout(pending);
-    if (keys.key !== "") pending = setTimeout(() => void models.load(), 300);
+    if (keys.key !== "") models.loadSoon(300);
+    else models.cancelSoon();
   });
   if (keys.key !== "") void models.load();
   else keyInput.focus();

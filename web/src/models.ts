@@ -8,10 +8,17 @@ export interface ModelEntry {
   release_date: string;
 }
 
-/** The listing of GET /v1/models, loaded when the key changes, shared by the tabs. */
+/**
+ * The listing of GET /v1/models, loaded when the key changes, shared by the tabs. A load that
+ * is scheduled or running is `pending`: a send pressed right after the key was pasted waits for
+ * it (`settled`) instead of finding no model.
+ */
 export class ModelList {
   models: ModelEntry[] = [];
   private readonly listeners: ((models: ModelEntry[], error: unknown) => void)[] = [];
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private current: Promise<void> | undefined;
+  private finishScheduled: (() => void) | undefined;
 
   constructor(private readonly api: Api) {}
 
@@ -19,7 +26,52 @@ export class ModelList {
     this.listeners.push(listener);
   }
 
-  async load(): Promise<void> {
+  get pending(): boolean {
+    return this.current !== undefined;
+  }
+
+  /** Resolves once no load is scheduled or running. */
+  async settled(): Promise<void> {
+    while (this.current !== undefined) await this.current;
+  }
+
+  /** Loads after `delayMs` without another call (typing a key must not spend its per-minute requests). */
+  loadSoon(delayMs: number): void {
+    clearTimeout(this.timer);
+    if (this.finishScheduled === undefined) {
+      const scheduled = new Promise<void>((resolve) => {
+        this.finishScheduled = resolve;
+      });
+      this.track(scheduled);
+    }
+    this.timer = setTimeout(() => {
+      const finish = this.finishScheduled;
+      this.finishScheduled = undefined;
+      void this.load().then(finish);
+    }, delayMs);
+  }
+
+  /** Cancels a scheduled load (the key was cleared). */
+  cancelSoon(): void {
+    clearTimeout(this.timer);
+    const finish = this.finishScheduled;
+    this.finishScheduled = undefined;
+    finish?.();
+  }
+
+  load(): Promise<void> {
+    return this.track(this.fetchList());
+  }
+
+  private track(work: Promise<void>): Promise<void> {
+    const tracked = work.finally(() => {
+      if (this.current === tracked) this.current = undefined;
+    });
+    this.current = tracked;
+    return tracked;
+  }
+
+  private async fetchList(): Promise<void> {
     let error: unknown;
     try {
       const { body } = await this.api.json<{ models: ModelEntry[] }>("/v1/models");

@@ -33,7 +33,16 @@ export function mountChatTab(api: Api, models: ModelList): void {
   const history: ChatMessage[] = [];
   let running: AbortController | null = null;
 
-  models.onChange((list) => fillPicker(model, list, (name) => !isDecisionModel(name)));
+  // Set while the error box says there is no model, so a list that then arrives clears it.
+  let noModelShown = false;
+  let waitingForModels = false;
+  models.onChange((list) => {
+    fillPicker(model, list, (name) => !isDecisionModel(name));
+    if (noModelShown && model.value !== "") {
+      hideError(errorBox);
+      noModelShown = false;
+    }
+  });
   jsonMode.addEventListener("change", () => {
     schema.hidden = jsonMode.value !== "json_schema";
   });
@@ -67,11 +76,23 @@ export function mountChatTab(api: Api, models: ModelList): void {
   };
 
   async function sendMessage(): Promise<void> {
-    if (running !== null || input.value.trim() === "") return;
+    if (running !== null || waitingForModels || input.value.trim() === "") return;
+    if (model.value === "" && models.pending) {
+      // A key pasted and Send pressed at once: the list is still on its way.
+      waitingForModels = true;
+      send.disabled = true;
+      send.textContent = "Loading models…";
+      await models.settled();
+      send.textContent = "Send";
+      send.disabled = false;
+      waitingForModels = false;
+    }
     if (model.value === "") {
       showError(errorBox, new Error("No model to talk to: paste an API key first (the model list is loaded with it)."));
+      noModelShown = true;
       return;
     }
+    noModelShown = false;
     const open = unansweredToolCalls(history)[0];
     const message: ChatMessage =
       open === undefined ? { role: "user", content: input.value } : { role: "tool", content: input.value, tool_call_id: open.id };

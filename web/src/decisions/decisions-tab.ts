@@ -42,6 +42,11 @@ export function mountDecisionsTab(api: Api, models: ModelList): void {
   };
 
   async function runDecision(): Promise<void> {
+    if (model.value === "" && models.pending) {
+      run.disabled = true;
+      await models.settled();
+      run.disabled = false;
+    }
     let body: Record<string, unknown>;
     try {
       let parsed: unknown;
