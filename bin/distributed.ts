@@ -82,7 +82,7 @@ export function distributedConfigProblems(config: Config, services: readonly Ser
 }
 
 /**
- * Runs the named services in this process with the NATS adapters (DESIGN.md §3): accounting
+ * Runs the named services in this process with the NATS adapters (docs/architecture.md §3): accounting
  * state in JetStream KV (rate windows included, so several replicas and gateways agree),
  * usage published by gateways to a JetStream stream that accounting consumes, inference
  * workers announced by heartbeats on NATS, and every request sent to the least-loaded live

@@ -1,4 +1,4 @@
-"""Inference in PyTorch exactly as the service does it (DESIGN.md §5, §6).
+"""Inference in PyTorch exactly as the service does it (docs/architecture.md §5, §6).
 
 * ``decision_logits``: prompt = ids of prefix + suffix (one piece) + one <|mask|>; block-causal attention
   by absolute position; the logits of the offered labels at the slot.

@@ -1,4 +1,4 @@
-"""Trains the bundled block-diffusion model (docs/model-contract.md, DESIGN.md §4-§6).
+"""Trains the bundled block-diffusion model (docs/model-contract.md, docs/architecture.md §4-§6).
 
     python3 training/train.py --data training/data --out training/out [--preset small|smoke]
                               [--train-minutes 12.5] [--stop-minutes 7] [--resume]

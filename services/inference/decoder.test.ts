@@ -1,4 +1,4 @@
-// The decode rules of DESIGN.md §5 on one sequence, with logits written by the test: the
+// The decode rules of docs/architecture.md §5 on one sequence, with logits written by the test: the
 // confidence threshold, the at-least-one rule, end of turn once nothing before it is masked,
 // max_tokens and the context with overshoot trimmed, stop sequences across a block boundary,
 // the fused commit of a finished block.

@@ -9,7 +9,7 @@ import { Unsupported } from "./engine-errors.js";
  * of each tool's name is read where the name of a forced call starts, and the most probable
  * tool is forced as a named tool_choice is (the prompt ends inside its call).
  *
- * The readout is the decision service's (score.ts, DESIGN.md §6): the prefix is the forced
+ * The readout is the decision service's (score.ts, docs/architecture.md §6): the prefix is the forced
  * prompt up to `<tool_call>{"name": "`, each name a label, multi-token names by the chain rule.
  * The prompt the reply is generated from is that prefix, the chosen name, and the rest of the
  * forced call's opening (checked on every request), so each name is scored in the context

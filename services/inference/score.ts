@@ -59,7 +59,7 @@ interface ReadoutRow {
 const invalid = (message: string) => new InvalidRequest(message);
 
 /**
- * The decision readout (DESIGN.md §6). The prefix's complete blocks are computed once; then
+ * The decision readout (docs/architecture.md §6). The prefix's complete blocks are computed once; then
  * each suffix is a row of its own — the prefix's tail, the suffix, one `<|mask|>` answer
  * slot — and batched forwards give the logits of every suffix's labels at its slot: rows of
  * similar length share a forward, so that short rows are not padded to the longest

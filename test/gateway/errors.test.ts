@@ -6,7 +6,7 @@ import { OverloadedSchema } from "../../gen/tessera/inference/v1/inference_pb.js
 import { CONNECT_TO_HTTP, HttpError, errorBody, errorFromConnect, toHttpError } from "../../gateway/errors.js";
 
 describe("the Connect → HTTP table", () => {
-  it("maps every code, with the statuses of DESIGN.md §7", () => {
+  it("maps every code, with the statuses of docs/architecture.md §7", () => {
     const codes = Object.values(Code).filter((c): c is Code => typeof c === "number");
     for (const code of codes) expect(CONNECT_TO_HTTP[code], Code[code]).toBeDefined();
     const status = (code: Code) => errorFromConnect(new ConnectError("x", code)).status;

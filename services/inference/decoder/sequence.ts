@@ -69,7 +69,7 @@ export interface StepResult {
 }
 
 /**
- * One reply being denoised (DESIGN.md §5). The prompt's complete blocks are prefilled into
+ * One reply being denoised (docs/architecture.md §5). The prompt's complete blocks are prefilled into
  * the KV cache; its tail shares the first generation block and is never masked. Each step
  * the current block's masked positions are guessed and the unmasking policy chooses which
  * to commit (at least one).

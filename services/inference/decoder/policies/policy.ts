@@ -1,5 +1,5 @@
 /**
- * The unmasking-policy interface (DESIGN.md §5): each denoising step the decoder shows a
+ * The unmasking-policy interface (docs/architecture.md §5): each denoising step the decoder shows a
  * policy the current block and the model's guesses at its masked positions, and the policy
  * answers which positions to commit, and with which token. The decoder owns the block, the
  * KV cache and the fused commit, so a policy can never make decoding inexact: whatever it
