@@ -1,11 +1,29 @@
 import { z } from "zod";
-import type { DenoisingStep } from "../mappers/denoising.js";
 
 /**
  * What POST /v1/chat/completions answers, declared once: the chat.completion object and the
  * chat.completion.chunk events of a stream. The mappers build these types; the tests parse
  * what the server sent with the same schemas.
  */
+
+/**
+ * The `denoising` object of a chunk sent with `stream_options.include_denoising`: one per
+ * denoising forward of the current block (README, "Live denoising").
+ */
+export const DenoisingStepSchema = z.object({
+  /** Generation block, from 0. */
+  block: z.number().int(),
+  /** Forward within the block, from 1. */
+  step: z.number().int(),
+  block_size: z.number().int(),
+  /** Positions before it hold the prompt's tail, never masked. */
+  reply_start: z.number().int(),
+  /** Positions committed since the previous step; `forced`: by the grammar, without a forward (jump-forward). */
+  committed: z.array(z.object({ position: z.number().int(), token_id: z.number().int(), text: z.string(), forced: z.boolean() })),
+  /** Positions still masked after this forward. */
+  masked: z.number().int(),
+});
+export type DenoisingStep = z.infer<typeof DenoisingStepSchema>;
 
 export const FinishReasonSchema = z.enum(["stop", "length", "tool_calls"]);
 export type FinishReasonName = z.infer<typeof FinishReasonSchema>;
@@ -93,6 +111,6 @@ export const ChatCompletionChunkSchema = z.object({
   ),
   usage: UsageSchema.optional(),
   /** Only with `stream_options.include_denoising`, on a chunk of its own (`choices: []`): README, "Live denoising". */
-  denoising: z.custom<DenoisingStep>((value) => typeof value === "object" && value !== null).optional(),
+  denoising: DenoisingStepSchema.optional(),
 });
 export type ChatCompletionChunk = z.infer<typeof ChatCompletionChunkSchema>;
