@@ -22,36 +22,48 @@ const TOLERANCE = 1e-6;
 let pool: ModelPool;
 let decision: Client<typeof DecisionService>;
 let inference: Client<typeof InferenceService>;
+/** The same with rows never cut (one forward per row, however long): the reference for chunked rows. */
+let unchunkedPool: ModelPool;
+let unchunked: Client<typeof DecisionService>;
 
-beforeAll(async () => {
-  // 128-option questions need rows of about 1,600 tokens, past the default row cap (TESSERA_MAX_DECISION_ROW_TOKENS).
-  pool = await loadModelPool({
-    models: [{ servingId: "bundled", dir: TINY_MODEL_DIR }],
-    slots: 2,
-    queue: 8,
-    intraOpThreads: 1,
-    maxScoreRowTokens: 2048,
-  });
-  const logger = silentLogger();
-  inference = createClient(
+/** The decision and inference services over a pool of the tiny model. */
+function decisionClient(over: ModelPool, logger = silentLogger()) {
+  const client = createClient(
     InferenceService,
-    createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, logger, workerId: "w1" }))),
+    createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool: over, logger, workerId: "w1" }))),
   );
   const registry = createClient(
     RegistryService,
     createRouterTransport(({ service }) => service(RegistryService, fakeRegistry(DEFAULT_CATALOG))),
   );
-  decision = createClient(DecisionService, createRouterTransport(decisionRoutes({ registry, inferenceFor: () => inference, logger })));
+  return {
+    inference: client,
+    decision: createClient(DecisionService, createRouterTransport(decisionRoutes({ registry, inferenceFor: () => client, logger }))),
+  };
+}
+
+beforeAll(async () => {
+  // The default limits (TESSERA_MAX_DECISION_ROW_TOKENS, TESSERA_MAX_DECISION_WORK_TOKENS).
+  pool = await loadModelPool({ models: [{ servingId: "bundled", dir: TINY_MODEL_DIR }], slots: 2, queue: 8, intraOpThreads: 1 });
+  ({ inference, decision } = decisionClient(pool));
+  unchunkedPool = await loadModelPool({
+    models: [{ servingId: "bundled", dir: TINY_MODEL_DIR }],
+    slots: 1,
+    queue: 8,
+    intraOpThreads: 1,
+    maxScoreRowTokens: 4096,
+  });
+  unchunked = decisionClient(unchunkedPool).decision;
 });
 
 afterAll(async () => {
-  await pool?.close();
+  await Promise.all([pool?.close(), unchunkedPool?.close()]);
 });
 
-async function decide(body: unknown): Promise<Map<string, Answer>> {
+async function decide(body: unknown, client = decision): Promise<Map<string, Answer>> {
   const parsed = parseDecisionRequest(body, randomUUID());
   if (!parsed.ok) throw new Error(JSON.stringify(parsed.violations));
-  const res: DecideResponse = await decision.decide(parsed.request);
+  const res: DecideResponse = await client.decide(parsed.request);
   expect(res.model).toBe("decisionmodel-0.1");
   return new Map(res.answerList.map((a) => [a.id, a.answer!]));
 }
@@ -184,18 +196,38 @@ describe("decisions on the tiny model", () => {
     expect(r.case === "noul" && r.value.probability).toBeCloseTo(softmax(scores.results[0]!.logits, t)[0]!, 12);
   });
 
-  it("handles 128 options and 10 levels in one request", async () => {
-    const a = await decide({
+  it("answers 128 options with short descriptions and 10 levels with the default limits, as one unchunked forward does", async () => {
+    const body = {
       model: "decisionmodel-latest",
-      state: "x",
+      state: "The parcel arrived two days late and the box was dented, but the support team replaced it at once.",
       questions: {
-        wide: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 128 }, (_, i) => [`o${i}`, null])) },
+        wide: {
+          type: "choice",
+          instructions: "Which category fits this message best?",
+          criteria: Object.fromEntries(
+            Array.from({ length: 128 }, (_, i) => [`category ${i}`, i % 3 === 0 ? `kind ${i} of message` : null]),
+          ),
+        },
         tall: { type: "score", criteria: Array.from({ length: 10 }, (_, i) => `level ${i}`) },
       },
-    });
+    };
+    const a = await decide(body);
     const wide = a.get("wide")!.result;
-    expect(wide.case === "choice" && wide.value.probabilities).toHaveLength(128);
+    if (wide.case !== "choice") throw new Error("choice expected");
+    expect(wide.value.probabilities).toHaveLength(128);
+    expect(wide.value.probabilities.reduce((s, p) => s + p.probability, 0)).toBeCloseTo(1, 12);
     const tall = a.get("tall")!.result;
-    expect(tall.case === "score" && tall.value.legend).toHaveLength(10);
+    if (tall.case !== "score") throw new Error("score expected");
+    expect(tall.value.legend).toHaveLength(10);
+    expect(tall.value.probabilities.reduce((s, p) => s + p, 0)).toBeCloseTo(1, 12);
+    const reference = await decide(body, unchunked);
+    for (const id of ["wide", "tall"]) {
+      const got = numbers(a.get(id)!);
+      const want = numbers(reference.get(id)!);
+      expect(got).toHaveLength(want.length);
+      got.forEach((x, i) => {
+        expect(Math.abs(x - want[i]!)).toBeLessThan(1e-5);
+      });
+    }
   });
 });

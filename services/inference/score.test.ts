@@ -193,13 +193,45 @@ describe("scoreSuffixes", () => {
     // Every question, multi-token labels included, in a few forwards of rows of similar length.
     expect(readouts.length).toBeGreaterThan(1);
     expect(readouts.length).toBeLessThan(suffixes.length);
-    expect(new Set(readouts.map((f) => f.past)).size).toBe(1);
+    // Rows over the state's past share forwards; a question with multi-token labels reads on
+    // from its own complete blocks, computed once for its rows.
+    const statePast = Math.min(...readouts.map((f) => f.past));
+    expect(readouts.filter((f) => f.past === statePast).reduce((rows, f) => rows + f.batch, 0)).toBeGreaterThan(15);
     for (const [i, s] of suffixes.entries()) {
       const want = await recomputed(prefix, s.text, s.labels);
       out.results[i]!.logits.forEach((got, j) => {
         expect(got).toBeCloseTo(want[j]!, 4);
       });
     }
+  });
+
+  it("cuts a row longer than a forward into chunks over the cache, equal to one unchunked forward (any chunk size)", async () => {
+    const engine = pool.engine("tiny")!;
+    const option = (i: number) => `<|opt_${i % 128}|> option ${i}${i % 3 === 0 ? ": a short description" : ""}\n`;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 64, max: 1100 }),
+        fc.integer({ min: 0, max: 30 }),
+        fc.integer({ min: 10, max: 128 }),
+        fc.boolean(),
+        async (rowCap, sentences, options, multiToken) => {
+          const prefix = PREFIX_HEAD + "The parcel came late. ".repeat(sentences);
+          const text = `\nQuestion: Which one?\nOptions:\n${Array.from({ length: options }, (_, i) => option(i)).join("")}Answer with the label of one option.<|im_end|>\n<|im_start|>assistant\n`;
+          const labels = multiToken ? ["<|opt_0|>", "pay now", "sue them"] : ["<|opt_0|>", "<|opt_1|>", "<|opt_2|>"];
+          const capped = { ...engine, maxScoreRowTokens: rowCap };
+          const before = forwards.length;
+          const out = await scoreSuffixes(capped, { prefix, suffixes: [{ text, labels }] });
+          const own = forwards.slice(before);
+          // No forward holds more than the cap, or one block and the answer span where the cap is smaller.
+          for (const f of own) expect(f.batch * f.seq).toBeLessThanOrEqual(Math.max(rowCap, 64 + 3));
+          const want = await recomputed(prefix, text, labels);
+          out.results[0]!.logits.forEach((got, j) => {
+            expect(Math.abs(got - want[j]!)).toBeLessThan(1e-5);
+          });
+        },
+      ),
+      { numRuns: 12 },
+    );
   });
 
   it("equals recomputing each prompt alone when the prefix is shorter than a block", async () => {
@@ -325,27 +357,52 @@ describe("scoreSuffixes under the work cap", () => {
 describe("scoreSuffixes under the row cap", () => {
   let capped: ModelPool;
   let free: ModelPool;
+  let forwards: RecordedForward[] = [];
   beforeAll(async () => {
     const options = { slots: 1, queue: 1, intraOpThreads: 1, logger: silentLogger() };
-    capped = await loadModelPool({ models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }], maxScoreRowTokens: 128, ...options });
+    capped = await loadModelPool({
+      models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }],
+      maxScoreRowTokens: 128,
+      ...options,
+      wrapRunner: (inner) => {
+        const r = recordingRunner(inner);
+        forwards = r.forwards;
+        return r;
+      },
+    });
     free = await loadModelPool({ models: [{ servingId: "tiny", dir: TINY_MODEL_DIR }], maxScoreRowTokens: 4096, ...options });
   });
   afterAll(async () => {
     await Promise.all([capped?.close(), free?.close()]);
   });
 
-  it("refuses a question whose row passes the cap, naming the setting, and answers the others as without a cap", async () => {
+  it("answers a question whose row passes the cap in forwards of at most the cap, as without a cap", async () => {
     const long = { text: `\nWhich one? ${"one of many options, ".repeat(40)}`, labels: ["a", "b"] };
-    const err = await scoreSuffixes(capped.engine("tiny")!, { prefix: "State: it rains.", suffixes: [long] }).catch((e: unknown) => e);
+    const prefix = `State: ${"the weather report says it rains in the north. ".repeat(40)}`;
+    for (const suffixes of [[long], [{ text: "\nIs it raining?", labels: ["yes", "no"] }, long]]) {
+      const before = forwards.length;
+      const [a, b] = await Promise.all([
+        scoreSuffixes(capped.engine("tiny")!, { prefix, suffixes }),
+        scoreSuffixes(free.engine("tiny")!, { prefix, suffixes }),
+      ]);
+      expect(a.prefixTokens).toBeGreaterThan(256);
+      expect(forwards.length - before).toBeGreaterThan(3);
+      for (const f of forwards.slice(before)) expect(f.batch * f.seq).toBeLessThanOrEqual(128);
+      a.results.forEach((r, i) => {
+        r.logits.forEach((logit, j) => {
+          expect(Math.abs(logit - b.results[i]!.logits[j]!)).toBeLessThan(1e-5);
+        });
+      });
+      expect(a.inputTokens).toBe(b.inputTokens);
+    }
+  });
+
+  it("refuses a question that does not fit the model's context, naming the context", async () => {
+    const huge = { text: `\nWhich one? ${"one of many options, ".repeat(600)}`, labels: ["a", "b"] };
+    const err = await scoreSuffixes(free.engine("tiny")!, { prefix: "State: it rains.", suffixes: [huge] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidRequest);
-    expect((err as Error).message).toMatch(/suffixes\[0\] needs a row of .*tokens.*at most 128 \(TESSERA_MAX_DECISION_ROW_TOKENS\)/);
-    // A state of several blocks is prefilled in forwards of at most the cap; the readout is the same.
-    const input = {
-      prefix: `State: ${"the weather report says it rains in the north. ".repeat(40)}`,
-      suffixes: [{ text: "\nIs it raining?", labels: ["yes", "no"] }],
-    };
-    const [a, b] = await Promise.all([scoreSuffixes(capped.engine("tiny")!, input), scoreSuffixes(free.engine("tiny")!, input)]);
-    expect(a.prefixTokens).toBeGreaterThan(256);
-    for (const [i, logit] of a.results[0]!.logits.entries()) expect(logit).toBeCloseTo(b.results[0]!.logits[i]!, 4);
+    expect((err as Error).message).toMatch(
+      /prompt too long: the state and suffixes\[0\] need \d+ tokens .*the context of model "tiny-model" is 2048 tokens/,
+    );
   });
 });

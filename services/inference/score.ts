@@ -1,4 +1,5 @@
 import { BatchBuilder } from "./decoder/batch.js";
+import type { ForwardFetch, ForwardInputs } from "./decoder/forward.js";
 import { SequenceKV } from "./decoder/kv-cache.js";
 import type { ModelEngine } from "./engine.js";
 import { InvalidRequest, ModelFailure } from "./engine-errors.js";
@@ -37,9 +38,10 @@ const PREFILL_CHUNK = 2048;
 const FORWARD_BUDGET = 16 * 1024 * 1024;
 
 /**
- * Row tokens of one readout forward: the time slice a decision holds the model for before the
- * fair runner may give it to another request; at most the engine's row cap too
- * (TESSERA_MAX_DECISION_ROW_TOKENS), which no row may pass.
+ * Row tokens of one forward of a decision: the time slice a decision holds the model for before
+ * the fair runner may give it to another request; at most the engine's row cap too
+ * (TESSERA_MAX_DECISION_ROW_TOKENS). A longer row is cut: its complete blocks are prefilled in
+ * chunks first, and only its last block with the answer span is read out.
  */
 const FORWARD_ROW_TOKENS = 1024;
 
@@ -54,6 +56,31 @@ interface Read {
 interface ReadoutRow {
   tokens: number[];
   reads: Read[];
+}
+
+/** One suffix's readout rows, all continuing `base`; the first `head` tokens of base go into a cache of its own first. */
+interface SuffixRows {
+  base: number[];
+  rows: Map<string, ReadoutRow>;
+  head: number;
+}
+
+/** A row per (filled part, span length) of the labels: `base`, the filled tokens, masks to the span's end. */
+function suffixRows(suffix: number, base: number[], labels: readonly number[][], maskTokenId: number): SuffixRows {
+  const rows = new Map<string, ReadoutRow>();
+  labels.forEach((ids, j) => {
+    for (let k = 0; k < ids.length; k++) {
+      const key = `${ids.length}|${ids.slice(0, k).join(",")}`;
+      let row = rows.get(key);
+      if (row === undefined) {
+        const masks = new Array<number>(ids.length - k).fill(maskTokenId);
+        row = { tokens: [...base, ...ids.slice(0, k), ...masks], reads: [] };
+        rows.set(key, row);
+      }
+      row.reads.push({ suffix, label: j, at: base.length + k, token: ids[k]! });
+    }
+  });
+  return { base, rows, head: 0 };
 }
 
 const invalid = (message: string) => new InvalidRequest(message);
@@ -74,6 +101,14 @@ const invalid = (message: string) => new InvalidRequest(message);
  * masked off from the others, would skip the padding and the per-row copies of the past, but
  * the attention sums then come out in another order and answers moved by about 1e-6 as
  * questions were added or removed.)
+ *
+ * A row longer than one forward may be (a `choice` of 128 options is about 1,800 tokens) is
+ * not refused: its complete blocks before the answer span are prefilled over a cache of its
+ * own (the state's past, then the question's blocks), in forwards of at most the row cap,
+ * as the state is, and its rows continue that cache. So is a question with several rows
+ * (multi-token labels), whose rows then share its blocks instead of each reading them again.
+ * Block-causal attention makes that exact: no token of those blocks sees anything after them.
+ * Only the model's context limits a question's length.
  *
  * Multi-token labels use the chain rule, filled left to right with masks after:
  * log P(t1..tm) = Σ_k log p(t_k | prompt, t1..t(k-1), <|mask|> × (m-k+1)), reading slot k.
@@ -97,9 +132,10 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   const leastPerSuffix = input.suffixes.map((suffix) => fewestTokens(Buffer.byteLength(suffix.text), bytesPerToken));
   const leastWork = leastPerSuffix.reduce((sum, n) => sum + n, fewestTokens(prefixBytes, bytesPerToken));
   if (leastWork > maxWork) throw tooMuchWork(`at least ${leastWork}`, maxWork);
-  const maxRow = engine.maxScoreRowTokens;
-  leastPerSuffix.forEach((least, i) => {
-    if (least + 1 > maxRow) throw rowTooLong(i, `at least ${least + 1}`, maxRow);
+  input.suffixes.forEach((suffix, i) => {
+    // The state, the question and one token of answer slot must fit the context.
+    const least = fewestTokens(prefixBytes + Buffer.byteLength(suffix.text), bytesPerToken) + 1;
+    if (least > maxPositions) throw tooLong(i, `at least ${least}`, maxPositions, engine.name);
   });
 
   const labelList = [...new Set(input.suffixes.flatMap((s) => s.labels))];
@@ -115,8 +151,10 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   let shared = Math.floor(prefixIds.length / blockSize) * blockSize;
   for (const prompt of prompts) shared = Math.min(shared, Math.floor(prompt.common / blockSize) * blockSize);
 
+  const maxRow = engine.maxScoreRowTokens;
+  const rowLimit = Math.min(FORWARD_ROW_TOKENS, maxRow);
   const labelIds = new Map<string, number[]>(labelList.map((label, i) => [label, labelTokens[i]!]));
-  const rows = new Map<string, ReadoutRow>();
+  const plans: SuffixRows[] = [];
   const singleOnly: boolean[] = [];
   input.suffixes.forEach((suffix, i) => {
     if (suffix.labels.length === 0) throw invalid(`suffixes[${i}] has no labels`);
@@ -131,58 +169,51 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
     singleOnly.push(labels.every((ids) => ids.length === 1));
     const longest = Math.max(...labels.map((ids) => ids.length));
     if (length + longest > maxPositions) {
-      throw invalid(`prompt too long: ${length + longest} tokens with the answer slot, the model's context is ${maxPositions}`);
+      throw tooLong(i, String(length + longest), maxPositions, engine.name);
     }
-    labels.forEach((ids, j) => {
-      for (let k = 0; k < ids.length; k++) {
-        const key = `${i}|${ids.length}|${ids.slice(0, k).join(",")}`;
-        let row = rows.get(key);
-        if (row === undefined) {
-          const masks = new Array<number>(ids.length - k).fill(maskTokenId);
-          row = { tokens: [...base, ...ids.slice(0, k), ...masks], reads: [] };
-          rows.set(key, row);
-        }
-        if (base.length + k - shift < 0) throw invalid(`suffixes[${i}]: nothing before the answer slot to predict it from`);
-        row.reads.push({ suffix: i, label: j, at: base.length + k, token: ids[k]! });
-      }
-    });
+    if (base.length - shift < 0) throw invalid(`suffixes[${i}]: nothing before the answer slot to predict it from`);
+    plans.push(suffixRows(i, base, labels, maskTokenId));
   });
   let work = shared;
-  for (const [key, row] of rows) {
-    // The tail of the state before the shared blocks' end is part of the row too.
-    if (row.tokens.length > maxRow) throw rowTooLong(Number(key.slice(0, key.indexOf("|"))), String(row.tokens.length), maxRow);
-    work += row.tokens.length;
+  for (const plan of plans) {
+    // The row's complete blocks before its answer span go into a cache of the suffix's own,
+    // in forwards of whole blocks, when the row is longer than one forward may be or when
+    // several rows (multi-token labels) would each read them again.
+    const rows = [...plan.rows.values()];
+    const longestRow = Math.max(...rows.map((r) => r.tokens.length));
+    const head = Math.max(0, Math.floor((shared + plan.base.length - shift) / blockSize) * blockSize - shared);
+    if (longestRow > rowLimit || (rows.length > 1 && head > 0)) plan.head = head;
+    work += plan.head + rows.reduce((sum, r) => sum + r.tokens.length - plan.head, 0);
   }
   if (work > maxWork) throw tooMuchWork(String(work), maxWork);
   // This request's forwards, as the fair runner tells them from other requests'.
   const lane = {};
+  const chunk = Math.max(blockSize, Math.floor(Math.min(PREFILL_CHUNK, maxRow) / blockSize) * blockSize);
+  const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
+  const run = (inputs: ForwardInputs, fetch: ForwardFetch) => runModel(engine, () => engine.runner.run(inputs, fetch, lane));
 
-  return engine.scheduler.withSlot(signal, async () => {
-    // The prefix's complete blocks. A prefill's present key/values hold its past too, so the
-    // last one is the whole past of the readout rows.
-    let past: ReadoutPast = {
-      layers: Array.from({ length: kvShape.layers }, () => ({ key: new Float32Array(0), value: new Float32Array(0) })),
-      length: 0,
-    };
-    const kv = new SequenceKV(kvShape, Math.max(shared, 1));
-    const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
-    const chunk = Math.max(blockSize, Math.floor(Math.min(PREFILL_CHUNK, maxRow) / blockSize) * blockSize);
-    while (past.length < shared) {
+  /** Appends `tokens` (whole blocks, from a block's start) to `kv` in forwards of at most `chunk` tokens. */
+  const prefill = async (kv: SequenceKV, tokens: readonly number[]): Promise<ReadoutPast> => {
+    for (let done = 0; done < tokens.length; done += chunk) {
       if (signal?.aborted) throw canceled();
-      const tokens = prefixIds.slice(past.length, Math.min(shared, past.length + chunk));
-      const inputs = builder.build([{ kv, tokens }]);
-      const out = await runModel(engine, () => engine.runner.run(inputs, { present: true, output: "none" }, lane));
+      const part = tokens.slice(done, done + chunk);
+      const inputs = builder.build([{ kv, tokens: part }]);
+      const out = await run(inputs, { present: true, output: "none" });
       engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "prefill" });
-      past = { layers: out.present!, length: inputs.past + tokens.length };
-      if (past.length < shared) kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, tokens.length);
+      kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, part.length);
     }
+    return { layers: kv.layersOfLength(), length: kv.length };
+  };
 
-    const values = input.suffixes.map((s) => new Array<number>(s.labels.length).fill(0));
-    const batches = planReadoutForwards([...rows.values()], shared, (seq) => maxRows(seq, shared, engine));
+  const values = input.suffixes.map((s) => new Array<number>(s.labels.length).fill(0));
+  /** Every row's reads from batched forwards over `past` (each row's tokens right after it). */
+  const readRows = async (rows: ReadoutRow[], past: ReadoutPast): Promise<void> => {
+    if (rows.length === 0) return;
+    const batches = planReadoutForwards(rows, past.length, (seq) => maxRows(seq, past.length, engine));
     // On a worker-thread session the worker writes the past's rows itself, from one shared copy;
     // on this thread they are copied into the scratch kept for the engine.
     const onWorker = isWorkerSession(engine.model.session);
-    const rowFloats = kvShape.heads * shared * kvShape.headDim;
+    const rowFloats = kvShape.heads * past.length * kvShape.headDim;
     const scratch = onWorker ? undefined : scratchOf(engine);
     const buffers = scratch?.take(kvShape.layers, Math.max(...batches.map((b) => b.length)) * rowFloats);
     const rowsPast = onWorker ? sharedPast(past, kvShape) : past;
@@ -193,7 +224,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
         const inputs = readoutInputs(batch, rowsPast, kvShape, blockSize, engine.decode.padTokenId, batchedPast);
         // built for this forward only
         if (onWorker) for (const data of [inputs.inputIds, inputs.positionIds, inputs.attentionMask]) handOver(data);
-        const out = await runModel(engine, () => engine.runner.run(inputs, { present: false, output: "logits" }, lane));
+        const out = await run(inputs, { present: false, output: "logits" });
         engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "score" });
         const logits = out.logits!;
         batch.forEach((row, b) => {
@@ -207,6 +238,27 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
       }
     } finally {
       if (buffers !== undefined) scratch?.release();
+    }
+  };
+
+  return engine.scheduler.withSlot(signal, async () => {
+    // The state's complete blocks, once for every question.
+    const statePast = await prefill(new SequenceKV(kvShape, Math.max(shared, 1)), prefixIds.slice(0, shared));
+    await readRows(
+      plans.filter((p) => p.head === 0).flatMap((p) => [...p.rows.values()]),
+      statePast,
+    );
+    // A question with a head of its own: the state's past, its head in chunks, then its rows.
+    for (const plan of plans) {
+      if (plan.head === 0) continue;
+      const kv = new SequenceKV(kvShape, shared + plan.head);
+      kv.append(statePast.layers, 0, shared, 0, shared);
+      const past = await prefill(kv, plan.base.slice(0, plan.head));
+      const rows = [...plan.rows.values()].map((row) => ({
+        tokens: row.tokens.slice(plan.head),
+        reads: row.reads.map((read) => ({ ...read, at: read.at - plan.head })),
+      }));
+      await readRows(rows, past);
     }
 
     const results = input.suffixes.map((_, i) => ({
@@ -246,12 +298,11 @@ function maxRows(seq: number, past: number, engine: ModelEngine): number {
   return Math.max(1, Math.min(byMemory, Math.floor(Math.min(FORWARD_ROW_TOKENS, engine.maxScoreRowTokens) / seq)));
 }
 
-/** One suffix's row is longer than one forward of a Score request may be (TESSERA_MAX_DECISION_ROW_TOKENS). */
-function rowTooLong(suffix: number, tokens: string, limit: number): InvalidRequest {
+/** The state and one question do not fit the model's context. */
+function tooLong(suffix: number, tokens: string, context: number, model: string): InvalidRequest {
   return invalid(
-    `suffixes[${suffix}] needs a row of ${tokens} tokens (its tail of the state, the question with its options, the answer slot); ` +
-      `one forward of a decision may hold at most ${limit} (TESSERA_MAX_DECISION_ROW_TOKENS). ` +
-      "Give that question fewer or shorter options, or split it.",
+    `prompt too long: the state and suffixes[${suffix}] need ${tokens} tokens with the answer slot; ` +
+      `the context of model "${model}" is ${context} tokens`,
   );
 }
 

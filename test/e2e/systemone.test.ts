@@ -5,8 +5,7 @@ import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 let tessera: TestTessera;
 
 beforeAll(async () => {
-  // 128-option questions need rows of about 1,600 tokens, past the default row cap (TESSERA_MAX_DECISION_ROW_TOKENS).
-  tessera = await startTestTessera({ models: "tiny", env: { TESSERA_MAX_DECISION_ROW_TOKENS: "2048" } });
+  tessera = await startTestTessera({ models: "tiny" });
 }, 120_000);
 
 afterAll(async () => {

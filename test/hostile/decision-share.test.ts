@@ -1,8 +1,9 @@
-// A decision cannot hold the model (issue 11, item 2), with the bundled model in a `tessera serve`
-// of its own: a question whose row passes TESSERA_MAX_DECISION_ROW_TOKENS (128 options) is refused
-// at once naming the limit, and behind the largest decision the limits allow (rows just under the
-// row cap, work just under TESSERA_MAX_DECISION_WORK_TOKENS) a 16-token chat is answered within
-// 3 s while the server's RSS stays under 1 GB.
+// A decision cannot hold the model (issues 11 and 22), with the bundled model in a `tessera serve`
+// of its own and the default limits: a question that cannot fit the model's context is refused at
+// once naming the context, and behind the largest decision the limits allow (questions of 128
+// options, rows of about 1,800 tokens prefilled in chunks of TESSERA_MAX_DECISION_ROW_TOKENS, work
+// just under TESSERA_MAX_DECISION_WORK_TOKENS) a 16-token chat is answered within 3 s while the
+// server's RSS stays under 1 GB.
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -41,15 +42,23 @@ async function post(path: string, body: string) {
 }
 
 const chat16 = JSON.stringify({ model: "textmodel-26b", max_tokens: 16, messages: [{ role: "user", content: "Say hello." }] });
-/** Options per question whose row stays just under the default row cap of 1,024 (about 14 tokens an option). */
-const OPTIONS = 70;
+/** The document's most options (about 14 tokens each here: rows of about 1,800 tokens, within the 2,048 of the context). */
+const OPTIONS = 128;
 
 describe("a decision and a chat behind it", () => {
-  it("a 128-option question is refused at once, naming TESSERA_MAX_DECISION_ROW_TOKENS", { timeout: 60_000 }, async () => {
-    const refused = await post("/v1/systemone", wideDecisionBody(4, 128));
+  it("a question that cannot fit the model's context is refused at once, naming the context", { timeout: 60_000 }, async () => {
+    const criteria = Object.fromEntries(
+      Array.from({ length: 128 }, (_, i) => [`option number ${i}`, `the ${i}th kind of thing, `.repeat(4)]),
+    );
+    const body = JSON.stringify({
+      model: "decisionmodel-latest",
+      state: "A parcel arrived late.",
+      questions: { q0: { type: "choice", criteria } },
+    });
+    const refused = await post("/v1/systemone", body);
     expect(refused.status, refused.text).toBe(400);
     expect(refused.text).toMatch(
-      /question \\?"q0\\?" needs a row of (at least )?\d+ tokens.*at most 1024 \(TESSERA_MAX_DECISION_ROW_TOKENS\)/,
+      /prompt too long: the state and question \\?"q0\\?" need \d+ tokens.*the context of model .* is 2048 tokens/,
     );
     expect(refused.ms).toBeLessThan(3_000);
   });

@@ -41,6 +41,18 @@ export class SequenceKV {
     this.length += count;
   }
 
+  /**
+   * The cache as `[1, H_kv, length, D]` per layer: the stored arrays themselves when the cache is
+   * exactly full (made with its final length as capacity), else compact copies.
+   */
+  layersOfLength(): LayerKV[] {
+    if (this.length === this.capacity) return this.keys.map((key, l) => ({ key, value: this.values[l]! }));
+    const size = this.shape.heads * this.length * this.shape.headDim;
+    const layers = this.keys.map(() => ({ key: new Float32Array(size), value: new Float32Array(size) }));
+    this.copyInto(layers, 0, this.length);
+    return layers;
+  }
+
   /** Copies slots `[from, to)` into row `row` of batch tensors `[B, H_kv, past, D]`. */
   copyInto(dst: readonly LayerKV[], row: number, past: number, from = 0, to = this.length): void {
     if (to <= from) return;
