@@ -5,7 +5,7 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { Code } from "@connectrpc/connect";
 import { loadConfig } from "../lib/config.js";
-import { type DecisionConfig, DecisionConfigError, parseDecisionConfig } from "../services/decision/config.js";
+import { type DecisionConfig, DecisionConfigError, parseDecisionConfig } from "../lib/decision-types/model-config.js";
 import { MAX_TEMPERATURE, MIN_TEMPERATURE } from "../services/decision/calibrate/fit.js";
 import { calibratePerType, formatCalibrationTable, type TypeCalibration } from "../services/decision/calibrate/per-type.js";
 import { writeTemperatures } from "./calibrate/decision-file.js";

@@ -5,9 +5,7 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import * as ort from "onnxruntime-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { DecisionQuestionJson } from "../lib/decision-types/registry.js";
-import { renderDecisionPrompt as serviceRender } from "../services/decision/render.js";
-// @ts-expect-error plain ESM module without types
-import { MASK, renderDecisionPrompt as trainingRender } from "./data-src/render.mjs";
+import { renderDecisionPrompt as serviceRender } from "../lib/decision-types/render.js";
 
 const dir = new URL("../models/tessera-bd-small/", import.meta.url);
 const readJson = (name: string) => JSON.parse(readFileSync(new URL(name, dir), "utf8"));
@@ -107,21 +105,14 @@ describe("models/tessera-bd-small", () => {
     for (const t of ["noul", "choice", "score"]) expect(decision.temperatures[t]).toBeGreaterThan(0);
   });
 
-  it("renders decisions in training exactly as the decision service does", () => {
-    const questions: DecisionQuestionJson[] = [
-      { type: "noul" },
-      { type: "noul", instructions: { q: "spam?" }, criteria: { true: "spam", false: ["ham"] } },
-      { type: "choice", instructions: "Pick one.", criteria: { spam: "junk", ham: null, "ü ñ": { k: 1 } } },
-      { type: "score", criteria: ["low", "mid", "high"] },
-    ];
-    for (const state of ["an email", { subject: "hi", body: "x" }, "ends in a newline\n"]) {
-      for (const q of questions) {
-        const a = serviceRender(decision, state, q);
-        const b = trainingRender(decision, state, q);
-        expect(b.prefix).toBe(a.prefix);
-        expect(b.suffix).toBe(a.suffix + MASK);
-        expect(b.labels).toEqual(a.labels);
-      }
+  it("renders decisions in training with the service's own module, not a second renderer", async () => {
+    // @ts-expect-error plain ESM module without types
+    const trainingRender = await import("./data-src/render.mjs");
+    expect(Object.keys(trainingRender)).not.toContain("renderDecisionPrompt");
+    for (const script of ["./prepare-data.mjs", "./check-bundle.mjs"]) {
+      expect(readFileSync(new URL(script, import.meta.url), "utf8")).toContain(
+        'import { renderDecisionPrompt } from "../lib/decision-types/render.ts";',
+      );
     }
   });
 

@@ -2,12 +2,12 @@
 // Loads a model directory the way the engine does (onnxruntime-node, @huggingface/tokenizers,
 // the decision templates) and reads a few decisions at the answer slot: a sanity check of the
 // shipped artifacts in the real runtime, with the forward time on this machine.
-//   node training/check-bundle.mjs [models/tessera-bd-small]
+//   node --import tsx training/check-bundle.mjs [models/tessera-bd-small]
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import * as ort from "onnxruntime-node";
-import { renderDecisionPrompt } from "./data-src/render.mjs";
+import { renderDecisionPrompt } from "../lib/decision-types/render.ts";
 
 const dir = process.argv[2] ?? "models/tessera-bd-small";
 const cfg = JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));
@@ -73,7 +73,7 @@ const cases = [
 ];
 for (const [state, q] of cases) {
   const { prefix, suffix, labels } = renderDecisionPrompt(decision, state, q);
-  const ids = [...enc(prefix), ...enc(suffix.slice(0, -"<|mask|>".length)), cfg.mask_token_id];
+  const ids = [...enc(prefix), ...enc(suffix), cfg.mask_token_id];
   const { row, ms } = await slotLogits(ids);
   const p = softmax(
     labels.map((l) => row[idOf(l)]),

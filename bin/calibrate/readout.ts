@@ -12,7 +12,7 @@ import { InferenceService, type ScoreResponse } from "../../gen/tessera/inferenc
 import { ModelKind, RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import type { Config } from "../../lib/config.js";
 import { silentLogger } from "../../lib/logger.js";
-import { decisionViolationsOf } from "../../gateway/mappers/decision.js";
+import { decisionViolationsOf } from "../../lib/decision-types/request-json.js";
 import type { TypedLabelledReadout } from "../../services/decision/calibrate/per-type.js";
 import { decisionRoutes } from "../../services/decision/server.js";
 import type { LabelledLine } from "./labelled-jsonl.js";

@@ -11,7 +11,8 @@ import {
   type DecideRequest,
 } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { validationError } from "../../services/decision/service.js";
-import { decisionResponseToJson, decisionViolationsOf, parseDecisionRequest, type Violation } from "./decision.js";
+import type { Violation } from "../../lib/decision-types/rules.js";
+import { decisionResponseToJson, decisionViolationsOf, parseDecisionRequest } from "./decision.js";
 
 const valid = () => ({
   model: "decisionmodel-latest",

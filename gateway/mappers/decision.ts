@@ -1,98 +1,10 @@
-// POST /v1/systemone JSON <-> tessera.decision.v1 messages. Every problem of a body is reported
-// (FastAPI-style violations, answered 422 by the route). User JSON is read with own-property
-// semantics only, so ids and option names like "__proto__" or "constructor" are plain keys.
-// What each question type accepts and answers is its module's (lib/decision-types/registry.ts).
-import { create, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
-import { ConnectError } from "@connectrpc/connect";
-import {
-  DecideRequestSchema,
-  ValidationFailureSchema,
-  type DecideRequest,
-  type DecideResponse,
-  type QuestionSchema,
-} from "../../gen/tessera/decision/v1/decision_pb.js";
-import { defineKey, jsonToProtoValue } from "../../lib/decision-types/json-value.js";
-import { answerToJson, questionTypeNamed, unknownTypeViolation, type AnswerJson } from "../../lib/decision-types/registry.js";
-import {
-  checkQuestionCount,
-  checkQuestionId,
-  checkState,
-  isObject,
-  MSG,
-  optionalDescription,
-  own,
-  type Violation,
-} from "../../lib/decision-types/rules.js";
+// The decision service's answer (tessera.decision.v1) as the POST /v1/systemone response JSON.
+// Bodies are read by the decision contract's parser (lib/decision-types/request-json.ts).
+import type { DecideResponse } from "../../gen/tessera/decision/v1/decision_pb.js";
+import { defineKey } from "../../lib/decision-types/json-value.js";
+import { answerToJson, type AnswerJson } from "../../lib/decision-types/registry.js";
 
-export type { Violation } from "../../lib/decision-types/rules.js";
-
-export type ParsedDecisionRequest = { ok: true; request: DecideRequest } | { ok: false; violations: Violation[] };
-
-type QuestionInit = MessageInitShape<typeof QuestionSchema>;
-
-/** Checks a parsed JSON body against every rule of the decision request; unknown fields are ignored. */
-export function parseDecisionRequest(body: unknown, requestId = ""): ParsedDecisionRequest {
-  const violations: Violation[] = [];
-  if (!isObject(body)) {
-    return { ok: false, violations: [{ loc: ["body"], msg: "the body must be a JSON object", type: "dict_type" }] };
-  }
-
-  const model = own(body, "model");
-  if (model === undefined) violations.push({ loc: ["body", "model"], msg: MSG.required, type: "missing" });
-  else if (typeof model !== "string") violations.push({ loc: ["body", "model"], msg: MSG.model, type: "string_type" });
-  else if (model === "") violations.push({ loc: ["body", "model"], msg: MSG.model, type: "string_too_short" });
-
-  const state = own(body, "state");
-  checkState(state, violations, true);
-
-  const questionList: { id: string; question: QuestionInit }[] = [];
-  const questions = own(body, "questions");
-  if (questions === undefined) {
-    violations.push({ loc: ["body", "questions"], msg: MSG.required, type: "missing" });
-  } else if (!isObject(questions)) {
-    violations.push({ loc: ["body", "questions"], msg: MSG.questionsObject, type: "dict_type" });
-  } else {
-    const entries = Object.entries(questions);
-    if (checkQuestionCount(entries.length, violations)) {
-      for (const [id, q] of entries) {
-        const question = parseQuestion(id, q, violations);
-        if (question !== undefined) questionList.push({ id, question });
-      }
-    }
-  }
-
-  if (violations.length > 0) return { ok: false, violations };
-  return {
-    ok: true,
-    request: create(DecideRequestSchema, {
-      requestId,
-      model: model as string,
-      state: jsonToProtoValue(state as JsonValue),
-      questionList,
-    }),
-  };
-}
-
-function parseQuestion(id: string, q: unknown, violations: Violation[]): QuestionInit | undefined {
-  const loc = ["body", "questions", id];
-  const before = violations.length;
-  checkQuestionId(id, violations);
-  if (!isObject(q)) {
-    violations.push({ loc, msg: MSG.questionObject, type: "dict_type" });
-    return undefined;
-  }
-
-  const instructions = optionalDescription(own(q, "instructions"), [...loc, "instructions"], violations, true, MSG.instructions);
-  const typeName = own(q, "type");
-  const type = questionTypeNamed(typeName);
-  let criteria: QuestionInit["criteria"];
-  if (typeName === undefined) violations.push({ loc: [...loc, "type"], msg: MSG.required, type: "missing" });
-  else if (type === undefined) violations.push(unknownTypeViolation([...loc, "type"]));
-  else criteria = type.criteriaFromJson(own(q, "criteria"), [...loc, "criteria"], violations);
-
-  if (type === undefined || violations.length !== before) return undefined;
-  return { type: type.proto, instructions: instructions === undefined ? undefined : jsonToProtoValue(instructions as JsonValue), criteria };
-}
+export { decisionViolationsOf, parseDecisionRequest, type ParsedDecisionRequest } from "../../lib/decision-types/request-json.js";
 
 /** The decision response document of the API, answers keyed exactly by the ids sent. */
 export interface DecisionResponseJson {
@@ -112,12 +24,4 @@ export function decisionResponseToJson(res: DecideResponse): DecisionResponseJso
     answers,
     usage: { input_tokens: res.usage?.inputTokens ?? 0, output_tokens: res.usage?.outputTokens ?? 0 },
   };
-}
-
-/** The violations of an InvalidArgument from the decision service (answered 422), if it has any. */
-export function decisionViolationsOf(err: unknown): Violation[] | undefined {
-  if (!(err instanceof ConnectError)) return undefined;
-  const failures = err.findDetails(ValidationFailureSchema);
-  if (failures.length === 0) return undefined;
-  return failures.flatMap((f) => f.violations.map((v) => ({ loc: [...v.loc], msg: v.msg, type: v.type })));
 }

@@ -13,7 +13,7 @@ import {
 } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { InferenceService, ScoreRequestSchema } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
-import { parseDecisionRequest } from "../../gateway/mappers/decision.js";
+import { parseDecisionRequest } from "../../lib/decision-types/request-json.js";
 import { silentLogger } from "../../lib/logger.js";
 import { softmax } from "../../lib/decision-types/probabilities.js";
 import { decisionRoutes } from "./server.js";
@@ -355,6 +355,25 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     const [detail] = err.findDetails(ValidationFailureSchema);
     expect(detail!.violations[0]!.loc).toEqual(["body", "questions", "q", "criteria"]);
     expect(detail!.violations[0]!.msg).toMatch(/at most 2 options/);
+  });
+
+  it("answers a type the model has no template for with InvalidArgument naming the model and type, and the other types as before", async () => {
+    const { choice: _, ...templates } = decisionJson["question_templates"] as JsonObject;
+    const { client } = setup(fakeInference({ ...decisionJson, question_templates: templates }));
+    const err = await expectCode(
+      client.decide(
+        request({
+          model: "jev-latest",
+          state: "s",
+          questions: { ok: { type: "noul" }, q: { type: "choice", criteria: { a: null, b: null } } },
+        }),
+      ),
+      Code.InvalidArgument,
+    );
+    expect(err.rawMessage).toMatch(/^model "[^"]+" has no template for question type "choice" .*question "q"/);
+    expect(err.findDetails(ValidationFailureSchema)).toEqual([]);
+    const ok = await client.decide(request({ model: "jev-latest", state: "s", questions: { ok: { type: "noul" } } }));
+    expect(ok.answerList).toHaveLength(1);
   });
 
   it("refuses a state and question longer than the model's context", async () => {

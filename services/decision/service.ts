@@ -16,8 +16,8 @@ import type { Logger } from "../../lib/logger.js";
 import { defineKey } from "../../lib/decision-types/json-value.js";
 import { DecisionRenderError } from "../../lib/decision-types/question-type.js";
 import type { Violation } from "../../lib/decision-types/rules.js";
-import { DecisionConfigError } from "./config.js";
-import { compileDecisionConfig, type CompiledDecisionConfig } from "./render.js";
+import { DecisionConfigError } from "../../lib/decision-types/model-config.js";
+import { compileDecisionConfig, DecisionTypeUnsupported, type CompiledDecisionConfig } from "../../lib/decision-types/render.js";
 import { checkDecideRequest, type CheckedQuestion } from "./validate.js";
 
 export interface DecisionDeps {
@@ -66,6 +66,12 @@ export function createDecisionService(deps: DecisionDeps): ServiceImpl<typeof De
         try {
           return compiled.renderQuestion(question);
         } catch (err) {
+          if (err instanceof DecisionTypeUnsupported) {
+            throw new ConnectError(
+              `model "${entry.id}" ${err.message}, so it cannot answer question ${JSON.stringify(id)}`,
+              Code.InvalidArgument,
+            );
+          }
           if (err instanceof DecisionRenderError) {
             throw validationError([{ loc: ["body", "questions", id, "criteria"], msg: err.message, type: "value_error" }]);
           }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DecisionService, type Answer, type DecideResponse } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
-import { parseDecisionRequest } from "../../gateway/mappers/decision.js";
+import { parseDecisionRequest } from "../../lib/decision-types/request-json.js";
 import { silentLogger } from "../../lib/logger.js";
 import { loadModelPool, type ModelPool } from "../inference/model-pool.js";
 import { createInferenceService } from "../inference/service.js";
@@ -183,7 +183,7 @@ describe("decisions on the tiny model", () => {
       state: "Short state.",
       questions: { q: { type: "noul", instructions: "Is it short?" } },
     });
-    const { renderDecisionPrompt } = await import("./render.js");
+    const { renderDecisionPrompt } = await import("../../lib/decision-types/render.js");
     const info = await inference.getModelInfo({ model: "bundled" });
     const rendered = renderDecisionPrompt(info.decision!, "Short state.", { type: "noul", instructions: "Is it short?" });
     const scores = await inference.score({

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DecisionService, type Answer } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
-import { parseDecisionRequest } from "../../gateway/mappers/decision.js";
+import { parseDecisionRequest } from "../../lib/decision-types/request-json.js";
 import { argmax } from "../../lib/decision-types/probabilities.js";
 import { silentLogger } from "../../lib/logger.js";
 import { decisionRoutes } from "../../services/decision/server.js";
@@ -181,7 +181,7 @@ describe("tessera calibrate", () => {
     );
     const r = calibrate(modelDir, long);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/line 2: prompt too long: \d+ tokens/);
+    expect(r.stderr).toMatch(/line 2: prompt too long: the state and question "q" need \d+ tokens .*context/);
   });
 
   it("refuses a model directory without decision.json, an empty file and bad arguments with exit code 2", () => {

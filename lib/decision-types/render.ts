@@ -1,7 +1,9 @@
 // Renders a decision prompt from the model's decision.json templates, exactly as
-// docs/model-contract.md says. The decision service and the training-data scripts both call this
-// module, so what a model is trained on and what it is asked agree byte for byte. It works on
-// plain JSON values (the API's shapes), not on proto types.
+// docs/model-contract.md says. The decision service, the training-data scripts
+// (training/prepare-data.mjs, run under tsx) and training/check-bundle.mjs all call this module,
+// so what a model is trained on and what it is asked agree byte for byte; each type's variables
+// and labels are its module's (registry.ts). It works on plain JSON values (the API's shapes),
+// not on proto types.
 //
 // Templates are evaluated by @huggingface/jinja taken literally: no trim_blocks, no
 // lstrip_blocks, the final newline kept (Python: jinja2.Environment(keep_trailing_newline=True)).
@@ -9,9 +11,17 @@
 // template's option list.
 import { Template, parse, tokenize } from "@huggingface/jinja";
 import type { JsonValue } from "@bufbuild/protobuf";
-import { DecisionRenderError, type PlainQuestion, valueToText } from "../../lib/decision-types/question-type.js";
-import { QUESTION_TYPES, questionTypeNamed, type QuestionTypeName } from "../../lib/decision-types/registry.js";
-import { parseDecisionConfig, type DecisionConfig } from "./config.js";
+import { DecisionRenderError, type PlainQuestion, valueToText } from "./question-type.js";
+import { QUESTION_TYPES, questionTypeNamed, type QuestionTypeName } from "./registry.js";
+import { parseDecisionConfig, type DecisionConfig } from "./model-config.js";
+
+/** The model has no template for this question type (decision.json), so it answers no question of it. */
+export class DecisionTypeUnsupported extends Error {
+  override name = "DecisionTypeUnsupported";
+  constructor(readonly type: QuestionTypeName) {
+    super(`has no template for question type "${type}" (decision.json question_templates.${type})`);
+  }
+}
 
 export interface RenderedPrompt {
   /** The rendered state: shared by every question of a request. */
@@ -31,26 +41,28 @@ export interface RenderedQuestion {
 export interface CompiledDecisionConfig {
   config: DecisionConfig;
   renderPrefix(state: JsonValue | undefined): string;
-  /** A question of any registered type (DecisionQuestionJson in lib/decision-types/registry.ts). */
+  /** A question of any registered type (DecisionQuestionJson in registry.ts); DecisionTypeUnsupported for a type without a template. */
   renderQuestion(question: PlainQuestion): RenderedQuestion;
 }
 
 export function compileDecisionConfig(decisionJson: unknown): CompiledDecisionConfig {
   const config = parseDecisionConfig(decisionJson);
   const prefix = compileTemplate(config.prefixTemplate);
-  const templates = new Map<QuestionTypeName, Template>(
-    QUESTION_TYPES.map((t) => [t.name, compileTemplate(config.questionTemplates[t.name])]),
-  );
+  const templates = new Map<QuestionTypeName, Template>();
+  for (const t of QUESTION_TYPES) {
+    const source = config.questionTemplates[t.name];
+    if (source !== undefined) templates.set(t.name, compileTemplate(source));
+  }
   return {
     config,
     renderPrefix: (state) => prefix.render({ state: valueToText(state) }),
     renderQuestion(q) {
       const type = questionTypeNamed(q.type);
-      const template = type && templates.get(type.name);
-      if (type === undefined || template === undefined) {
-        throw new DecisionRenderError(`unknown question type ${JSON.stringify(q.type)}`);
-      }
-      const { variables, labels } = type.render(q.criteria, config.labels[type.name]);
+      if (type === undefined) throw new DecisionRenderError(`unknown question type ${JSON.stringify(q.type)}`);
+      const template = templates.get(type.name);
+      const typeLabels = config.labels[type.name];
+      if (template === undefined || typeLabels === undefined) throw new DecisionTypeUnsupported(type.name);
+      const { variables, labels } = type.render(q.criteria, typeLabels);
       return { suffix: template.render({ instructions: valueToText(q.instructions), ...variables }), labels };
     },
   };

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { DecisionConfigError, parseDecisionConfig } from "./config.js";
-import { DecisionRenderError, valueToText } from "../../lib/decision-types/question-type.js";
-import { compileDecisionConfig, renderDecisionPrompt } from "./render.js";
+import { DecisionConfigError, parseDecisionConfig } from "./model-config.js";
+import { DecisionRenderError, valueToText } from "./question-type.js";
+import { compileDecisionConfig, DecisionTypeUnsupported, renderDecisionPrompt } from "./render.js";
 
 const decisionJson = JSON.parse(readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"));
 const TAIL = "<|im_end|>\n<|im_start|>assistant\n";
@@ -117,6 +117,14 @@ describe("parseDecisionConfig", () => {
     expect(() => parseDecisionConfig({ ...decisionJson, question_templates: { ...decisionJson.question_templates, score: 3 } })).toThrow(
       /question_templates.score/,
     );
+  });
+
+  it("reads a decision.json without a type's template as a model that does not answer that type", () => {
+    const { score: _, ...templates } = decisionJson.question_templates;
+    const c = compileDecisionConfig({ ...decisionJson, question_templates: templates });
+    expect(c.renderQuestion({ type: "noul" }).labels).toEqual(["<|yes|>", "<|no|>"]);
+    expect(() => c.renderQuestion({ type: "score", criteria: ["low", "high"] })).toThrow(DecisionTypeUnsupported);
+    expect(() => parseDecisionConfig({ ...decisionJson, question_templates: {} })).toThrow(/a template for none of noul, choice, score/);
   });
 
   it("defaults missing temperatures to 1", () => {

@@ -1,14 +1,16 @@
 // A model's decision.json (docs/model-contract.md): read and checked once, so rendering and the
-// readout can rely on its shape. Each question type has a template, labels (checked by the
-// type's module) and a temperature.
-import { QUESTION_TYPE_NAMES, QUESTION_TYPES, type QuestionTypeName } from "../../lib/decision-types/registry.js";
+// readout can rely on its shape. A question type the model answers has a template, labels
+// (checked by the type's module) and a temperature; a type without a template is one the model
+// does not answer (its questions are refused, the other types answered).
+import { QUESTION_TYPE_NAMES, QUESTION_TYPES, type QuestionTypeName } from "./registry.js";
 
 export interface DecisionConfig {
   version: number;
   prefixTemplate: string;
-  questionTemplates: Record<QuestionTypeName, string>;
-  /** Readout labels: noul [yes, no]; choice and score one per option/level, in order. */
-  labels: Record<QuestionTypeName, string[]>;
+  /** The question types this model answers: those with a template. */
+  questionTemplates: Partial<Record<QuestionTypeName, string>>;
+  /** Readout labels of each answered type: noul [yes, no]; choice and score one per option/level, in order. */
+  labels: Partial<Record<QuestionTypeName, string[]>>;
   /** Calibration temperature per type; 1 where decision.json gives none. */
   temperatures: Record<QuestionTypeName, number>;
 }
@@ -29,13 +31,15 @@ export function parseDecisionConfig(json: unknown): DecisionConfig {
   const config: DecisionConfig = {
     version,
     prefixTemplate,
-    questionTemplates: perType(() => ""),
-    labels: perType((): string[] => []),
+    questionTemplates: {},
+    labels: {},
     temperatures: perType(() => 1),
   };
   for (const type of QUESTION_TYPE_NAMES) {
-    config.questionTemplates[type] = stringAt(templates[type], `question_templates.${type}`);
-    config.labels[type] = labelsAt(labels[type], `labels.${type}`);
+    if (Object.hasOwn(templates, type)) {
+      config.questionTemplates[type] = stringAt(templates[type], `question_templates.${type}`);
+      config.labels[type] = labelsAt(labels[type], `labels.${type}`);
+    }
     const t = temperatures[type];
     if (t !== undefined) {
       if (typeof t !== "number" || !Number.isFinite(t) || t <= 0) {
@@ -44,8 +48,12 @@ export function parseDecisionConfig(json: unknown): DecisionConfig {
       config.temperatures[type] = t;
     }
   }
+  if (Object.keys(config.questionTemplates).length === 0) {
+    throw new DecisionConfigError(`decision.json: question_templates has a template for none of ${QUESTION_TYPE_NAMES.join(", ")}`);
+  }
   for (const type of QUESTION_TYPES) {
-    const problem = type.checkLabels(config.labels[type.name]);
+    const typeLabels = config.labels[type.name];
+    const problem = typeLabels === undefined ? undefined : type.checkLabels(typeLabels);
     if (problem !== undefined) throw new DecisionConfigError(`decision.json: ${problem}`);
   }
   return config;
