@@ -4,7 +4,10 @@
 // latency: 4 questions on a ~300-token state (target: at most 300 ms on the 2-core machine).
 // Both report where the time goes, and how long the event loop was held up.
 //
-//   npx tsx bench/decision.ts [--iterations N] [--model-dir DIR ...]
+// Then the document's widest question (bench/decision-wide.ts): one `choice` of 128 options,
+// every third with a short description, alone and with a 16-token chat sent behind it.
+//
+//   npx tsx bench/decision.ts [--iterations N] [--model-dir DIR ...] [--row-tokens N] [--only ratio|latency|wide]
 //
 // Runs on the tiny test model, and on the bundled model when models/tessera-bd-small exists.
 import { existsSync } from "node:fs";
@@ -16,7 +19,7 @@ import { createClient, createRouterTransport, type Client } from "@connectrpc/co
 import { DecisionService, type DecideRequest, type Question } from "../gen/tessera/decision/v1/decision_pb.js";
 import { InferenceService } from "../gen/tessera/inference/v1/inference_pb.js";
 import { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
-import { parseDecisionRequest } from "../gateway/mappers/decision.js";
+import { parseDecisionRequest } from "../lib/decision-types/request-json.js";
 import { silentLogger } from "../lib/logger.js";
 import { questionTypeOf } from "../lib/decision-types/registry.js";
 import { decisionRoutes } from "../services/decision/server.js";
@@ -129,7 +132,7 @@ interface Forward {
 }
 
 /** The decision and inference services over one model, instrumented phase by phase. */
-interface Rig {
+export interface Rig {
   pool: ModelPool;
   inference: Client<typeof InferenceService>;
   /** One timed decision. */
@@ -138,10 +141,12 @@ interface Rig {
   stateOf(tokens: number): Promise<{ state: string; tokens: number }>;
 }
 
-async function openRig(modelDir: string): Promise<Rig> {
+/** `rowTokens`: TESSERA_MAX_DECISION_ROW_TOKENS (the engine's default when unset). */
+export async function openRig(modelDir: string, rowTokens?: number): Promise<Rig> {
   const forwards: Forward[] = [];
   const pool = await loadModelPool({
     models: [{ servingId: "bundled", dir: modelDir }],
+    ...(rowTokens === undefined ? {} : { maxScoreRowTokens: rowTokens }),
     slots: 4,
     queue: 16,
     wrapRunner: (inner) => ({
@@ -255,7 +260,7 @@ function softmaxMs(logits: number[][], questions: Question[]): number {
   return (performance.now() - started) / 50;
 }
 
-function requestOf(state: string, questions: Record<string, unknown>): DecideRequest {
+export function requestOf(state: string, questions: Record<string, unknown>): DecideRequest {
   const parsed = parseDecisionRequest({ model: "decisionmodel-latest", state, questions });
   if (!parsed.ok) throw new Error(JSON.stringify(parsed.violations));
   return parsed.request;
@@ -349,11 +354,11 @@ export async function benchDecisionLatency(modelDir: string, iterations: number)
   }
 }
 
-function rssMiB(): number {
+export function rssMiB(): number {
   return Math.round(process.memoryUsage().rss / 2 ** 20);
 }
 
-function median(xs: number[]): number {
+export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
@@ -401,13 +406,27 @@ export function formatDecisionLatency(r: DecisionLatencyResult): string {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { iterations: { type: "string", default: "20" }, "model-dir": { type: "string", multiple: true } },
+    options: {
+      iterations: { type: "string", default: "20" },
+      "model-dir": { type: "string", multiple: true },
+      "row-tokens": { type: "string" },
+      only: { type: "string" },
+    },
   });
   const iterations = Number(values.iterations);
   if (!Number.isInteger(iterations) || iterations < 1) throw new Error("--iterations must be a positive integer");
   const dirs = (values["model-dir"] ?? DEFAULT_MODEL_DIRS).filter((dir) => existsSync(path.join(dir, "config.json")));
-  for (const dir of dirs) console.log(formatDecisionBench(await benchDecision(dir, iterations)));
-  for (const dir of dirs) console.log(formatDecisionLatency(await benchDecisionLatency(dir, iterations)));
+  const only = values.only;
+  if (only === undefined || only === "ratio")
+    for (const dir of dirs) console.log(formatDecisionBench(await benchDecision(dir, iterations)));
+  if (only === undefined || only === "latency") {
+    for (const dir of dirs) console.log(formatDecisionLatency(await benchDecisionLatency(dir, iterations)));
+  }
+  if (only !== undefined && only !== "wide") return;
+  const { benchWideDecision, formatWideDecision } = await import("./decision-wide.js");
+  const rowTokens = values["row-tokens"] === undefined ? undefined : Number(values["row-tokens"]);
+  const wideIterations = Math.max(1, Math.ceil(iterations / 4));
+  for (const dir of dirs) console.log(formatWideDecision(await benchWideDecision(dir, wideIterations, rowTokens)));
 }
 
 if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
