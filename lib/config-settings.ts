@@ -96,9 +96,9 @@ export const SETTINGS: readonly AnySetting[] = [
     key: "maxDecisionRowTokens",
     fallback: "1024",
     help:
-      "Most tokens of one model forward of a decision: a question whose row (its state tail, question and options, answer slot) is longer " +
-      "is refused with 400 naming this limit before the model runs; rows are batched and the state prefilled in forwards of at most this many " +
-      "tokens, so that a decision holds the model for one short forward at a time.",
+      "Most tokens of one model forward of a decision: the state, and a question whose row (its state tail, question and options, answer slot) " +
+      "is longer, are prefilled in chunks of at most this many tokens and rows are batched within it, so that a decision holds the model for " +
+      "one short forward at a time. A question is refused only when it does not fit the model's context.",
     parse: integer(64, 100_000),
   },
   {

@@ -16,8 +16,9 @@ export const DEFAULT_MAX_SCORE_WORK_TOKENS = 8192;
 /**
  * Default of the cap on one forward of a Score request (TESSERA_MAX_DECISION_ROW_TOKENS): the
  * longest a generation step waits behind a decision is one forward of this many row tokens (a
- * ~1,800-token row of a 128-option question held the bundled model for 1.5–20 s on 2 shared
- * cores). About 70 options with short descriptions fit one question.
+ * ~1,800-token row of a 128-option question in one forward held the bundled model for 1.5–20 s
+ * on 2 shared cores). Longer rows are prefilled in chunks of this (score.ts), so it bounds a
+ * forward, not a question.
  */
 export const DEFAULT_MAX_SCORE_ROW_TOKENS = 1024;
 
@@ -42,7 +43,7 @@ export interface ModelEngine {
   threshold: number;
   /** Most tokens of model work one Score request may need (score.ts). */
   maxScoreWorkTokens: number;
-  /** Most tokens of one forward of a Score request: a longer row is refused, rows and the prefix are cut to it (score.ts). */
+  /** Most tokens of one forward of a Score request: the prefix and longer rows are prefilled in chunks of it (score.ts). */
   maxScoreRowTokens: number;
   metrics: EngineMetrics | undefined;
   close(): Promise<void>;
