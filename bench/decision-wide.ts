@@ -27,8 +27,9 @@ export interface WideDecisionResult {
 }
 
 function wideQuestion(): Record<string, unknown> {
+  // About 1,650 tokens of question on the bundled model's tokenizer: more than one forward's 1,024.
   const criteria = Object.fromEntries(
-    Array.from({ length: 128 }, (_, i) => [`category ${i}`, i % 3 === 0 ? `kind ${i} of message` : null]),
+    Array.from({ length: 128 }, (_, i) => [`the ${i}th category of message`, i % 3 === 0 ? `for example a late parcel, case ${i}` : null]),
   );
   return { wide: { type: "choice", instructions: "Which category fits this message best?", criteria } };
 }
