@@ -196,6 +196,30 @@ describe("decisions on the tiny model", () => {
     expect(r.case === "noul" && r.value.probability).toBeCloseTo(softmax(scores.results[0]!.logits, t)[0]!, 12);
   });
 
+  it("answers a typical wide request with the default limits: 8 questions of 16 options on a 1,000-token state", async () => {
+    let longState = "";
+    for (let i = 0; (await inference.countTokens({ model: "bundled", text: longState })).tokens < 1000; i++) {
+      longState += `Message ${i}: the parcel arrived late and the box was dented. `;
+    }
+    const criteria = Object.fromEntries(
+      Array.from({ length: 16 }, (_, i) => [`category ${i}`, i % 3 === 0 ? `kind ${i} of message` : null]),
+    );
+    const body = {
+      model: "decisionmodel-latest",
+      state: longState,
+      questions: Object.fromEntries(
+        Array.from({ length: 8 }, (_, q) => [`q${q}`, { type: "choice", instructions: `Question ${q}?`, criteria }]),
+      ),
+    };
+    const a = await decide(body);
+    expect(a.size).toBe(8);
+    for (const answer of a.values()) {
+      const r = answer.result;
+      if (r.case !== "choice") throw new Error("choice expected");
+      expect(r.value.probabilities.reduce((s, p) => s + p.probability, 0)).toBeCloseTo(1, 12);
+    }
+  });
+
   it("answers 128 options with short descriptions and 10 levels with the default limits, as one unchunked forward does", async () => {
     const body = {
       model: "decisionmodel-latest",
