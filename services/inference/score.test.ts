@@ -230,7 +230,7 @@ describe("scoreSuffixes", () => {
           });
         },
       ),
-      { numRuns: 12 },
+      { numRuns: 8 },
     );
   });
 
@@ -308,6 +308,12 @@ describe("scoreSuffixes", () => {
       const [onWorker, inThread] = await Promise.all(pools.map((p) => scoreSuffixes(p.engine("tiny")!, { prefix, suffixes })));
       expect(onWorker!.prefixTokens).toBeGreaterThan(64); // a prefill, so a past to repeat
       expect(onWorker).toEqual(inThread);
+      // A row cut into chunks (a past of its own) too.
+      const long = [...suffixes, { text: `\nWhich one? ${"one of many options, ".repeat(40)}`, labels: ["<|opt_0|>", "pay now"] }];
+      const [cutOnWorker, cutInThread] = await Promise.all(
+        pools.map((p) => scoreSuffixes({ ...p.engine("tiny")!, maxScoreRowTokens: 128 }, { prefix, suffixes: long })),
+      );
+      expect(cutOnWorker).toEqual(cutInThread);
     } finally {
       await Promise.all(pools.map((p) => p.close()));
     }
