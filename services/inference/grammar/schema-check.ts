@@ -7,6 +7,8 @@
  * nowhere, a bad regular expression); those are caught here too, with a clearer message.
  */
 
+import { firstInfinite } from "./schema-finite.js";
+
 /** Keywords that constrain and that the grammar enforces exactly. */
 const ENFORCED = new Set([
   "type",
@@ -170,6 +172,12 @@ export function checkSchema(schema: unknown, where: string, limits: SchemaLimits
     }
   };
   visit(schema, where);
+  const infinite = firstInfinite(schema, where, (ref) => resolveRef(schema, ref, where));
+  if (infinite !== undefined) {
+    throw new SchemaError(
+      `${infinite} has no finite value: every value of it must contain another (a $ref cycle through required properties or items), so no grammar can end`,
+    );
+  }
 }
 
 function hint(key: string): string {
@@ -192,11 +200,11 @@ function checkPattern(value: unknown, at: string): void {
 }
 
 /** Only local references (`#`, `#/$defs/x`, `#/definitions/x`, any JSON pointer into the schema). */
-function resolveRef(root: unknown, ref: string, at: string): void {
+function resolveRef(root: unknown, ref: string, at: string): unknown {
   if (!ref.startsWith("#")) throw new SchemaError(`${at}: only local references ("#/...") are supported, got "${ref}"`);
   let node: unknown = root;
   const pointer = ref.slice(1);
-  if (pointer === "") return;
+  if (pointer === "") return root;
   if (!pointer.startsWith("/")) throw new SchemaError(`${at}: "${ref}" is not a JSON pointer`);
   for (const raw of pointer.slice(1).split("/")) {
     const part = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~");
@@ -204,6 +212,7 @@ function resolveRef(root: unknown, ref: string, at: string): void {
     node = node[part];
   }
   if (typeof node !== "boolean" && !isPlainObject(node)) throw new SchemaError(`${at}: "${ref}" does not point to a schema`);
+  return node;
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
