@@ -32,7 +32,7 @@ export function firstInfinite(root: unknown, where: string, resolve: (ref: strin
 
   const finite = new Set<Node>();
   const holds = (sub: unknown): boolean => !isNode(sub) || finite.has(sub);
-  const isFinite = (node: Node): boolean => {
+  const hasFiniteValue = (node: Node): boolean => {
     if (typeof node.$ref === "string" && !holds(resolve(node.$ref))) return false;
     if (Array.isArray(node.anyOf) && !node.anyOf.some(holds)) return false;
     if ("enum" in node || "const" in node) return true;
@@ -47,7 +47,7 @@ export function firstInfinite(root: unknown, where: string, resolve: (ref: strin
   for (let changed = true; changed; ) {
     changed = false;
     for (const node of paths.keys()) {
-      if (!finite.has(node) && isFinite(node)) {
+      if (!finite.has(node) && hasFiniteValue(node)) {
         finite.add(node);
         changed = true;
       }
