@@ -8,7 +8,7 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { GrammarWorker } from "../services/inference/grammar/grammar-client.js";
+import { GrammarPool } from "../services/inference/grammar/grammar-client.js";
 import { ModelGrammars } from "../services/inference/grammar/model-grammars.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -50,7 +50,7 @@ async function main(): Promise<void> {
   const tokenizerJson = JSON.parse(await readFile(path.join(dir, "tokenizer.json"), "utf8"));
   const options = { cacheSize: 4, compileBudgetMs: 60_000 };
   const inThread = await ModelGrammars.create(tokenizerJson, config.vocab_size, config.eos_token_id, options);
-  const worker = new GrammarWorker({ dir, vocabSize: config.vocab_size, eosTokenId: config.eos_token_id, options });
+  const worker = new GrammarPool({ dir, vocabSize: config.vocab_size, eosTokenId: config.eos_token_id }, { ...options, workers: 2 });
   const rules = { threshold: 0.9, vocab: config.vocab_size, banned: [] };
   (await worker.start({ kind: "json_object" }, rules)).dispose(); // the worker is up
 

@@ -48,6 +48,6 @@ export async function startInferenceWorker(
     logger: inferenceLogger,
     metrics: metrics.registry,
   });
-  const grammar = { cacheSize: config.grammarCacheSize, compileBudgetMs: config.grammarCompileBudgetMs };
+  const grammar = { cacheSize: config.grammarCacheSize, compileBudgetMs: config.grammarCompileBudgetMs, workers: config.grammarWorkers };
   return { pool, routes: inferenceRoutes({ pool, logger: inferenceLogger, workerId: config.workerId, grammar }) };
 }

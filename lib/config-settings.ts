@@ -182,6 +182,13 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: integer(1, 600_000),
   },
   {
+    env: "TESSERA_GRAMMAR_WORKERS",
+    key: "grammarWorkers",
+    fallback: "6",
+    help: "Grammar compile threads per model: compiles run in parallel on threads that serve no reply; a grammar's replies run on the thread that compiled it.",
+    parse: integer(1, 64),
+  },
+  {
     env: "TESSERA_LOG_LEVEL",
     key: "logLevel",
     fallback: "info",

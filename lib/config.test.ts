@@ -29,6 +29,7 @@ describe("loadConfig", () => {
       unmaskPolicy: undefined,
       grammarCacheSize: 64,
       grammarCompileBudgetMs: 5000,
+      grammarWorkers: 6,
       logLevel: "info",
       natsUrl: undefined,
     });
@@ -70,6 +71,7 @@ describe("loadConfig", () => {
       unmaskPolicy: "fill(0.7) + threshold(confidence=0.9)",
       grammarCacheSize: 8,
       grammarCompileBudgetMs: 250,
+      grammarWorkers: 6,
       logLevel: "warn",
       natsUrl: "nats://nats:4222",
     });

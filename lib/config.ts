@@ -37,6 +37,8 @@ export interface Config {
   grammarCacheSize: number;
   /** A grammar slower than this to compile is refused (400). */
   grammarCompileBudgetMs: number;
+  /** Grammar worker threads per model (compiles in parallel, stopped at the budget). */
+  grammarWorkers: number;
   logLevel: LogLevel;
   natsUrl: string | undefined;
   workerId: string;

@@ -22,7 +22,7 @@ import { StopMatcher } from "./decoder/reply-text.js";
 import { withConnectErrors } from "./connect-errors.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
 import { InvalidRequest, ModelNotServed, PromptTooLong } from "./engine-errors.js";
-import { grammarWorkerFor } from "./grammar/grammar-client.js";
+import { DEFAULT_GRAMMAR_WORKERS, grammarPoolFor } from "./grammar/grammar-client.js";
 import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "./grammar/model-grammars.js";
 import { bannedTokenIds } from "./decoder/unmask.js";
 import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
@@ -42,8 +42,8 @@ export interface InferenceDeps {
   logger: Logger;
   /** This worker's id, reported in GenerateStarted. */
   workerId: string;
-  /** Grammar-constrained decoding: compiled-grammar cache and compile budget. */
-  grammar?: Partial<GrammarOptions>;
+  /** Grammar-constrained decoding: compiled-grammar cache, compile budget, compile threads. */
+  grammar?: Partial<GrammarOptions> & { workers?: number };
 }
 
 /** Limits on `stop`: a few short sequences, as OpenAI-style clients send them. */
@@ -67,7 +67,7 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
 }
 
 function engineService({ pool, logger, workerId, grammar }: InferenceDeps): ServiceImpl<typeof InferenceService> {
-  const grammarOptions = { ...DEFAULT_GRAMMAR_OPTIONS, ...grammar };
+  const grammarOptions = { ...DEFAULT_GRAMMAR_OPTIONS, workers: DEFAULT_GRAMMAR_WORKERS, ...grammar };
 
   /** The reply's grammar (InvalidArgument for a schema it cannot enforce), or undefined for free text. */
   async function replyGrammar(engine: ModelEngine, prompt: ChatPrompt, input: ChatInput) {
@@ -75,7 +75,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     if (spec === undefined) return undefined;
     const { vocabSize, eosTokenId } = engine.decode;
     const tags = engine.model.config.specialTokens;
-    const worker = grammarWorkerFor(engine.model.dir, vocabSize, eosTokenId, { ...grammarOptions, tags });
+    const worker = grammarPoolFor(engine.model.dir, vocabSize, eosTokenId, { ...grammarOptions, tags });
     const thinking = prompt.parser.thinking && prompt.parser.forcedTool === undefined;
     const sequence = await sequenceGrammar(worker, spec, engine.model.tokenizer, {
       thinking,

@@ -6,7 +6,7 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { BUNDLED_MODEL_DIR } from "../../../test/helpers/tessera.js";
 import { createTextTokenizer } from "../tokenizer.js";
-import { GrammarWorker } from "./grammar-client.js";
+import { GrammarPool } from "./grammar-client.js";
 import { SchemaError } from "./schema-check.js";
 
 const read = (name: string) => JSON.parse(readFileSync(path.join(BUNDLED_MODEL_DIR, name), "utf8"));
@@ -15,12 +15,10 @@ const VOCAB: number = config.vocab_size;
 const EOS: number = config.eos_token_id;
 const tokenizer = createTextTokenizer(read("tokenizer.json"), read("tokenizer_config.json"));
 const rules = { threshold: 0.9, vocab: VOCAB, banned: [config.mask_token_id] };
-const worker = new GrammarWorker({
-  dir: BUNDLED_MODEL_DIR,
-  vocabSize: VOCAB,
-  eosTokenId: EOS,
-  options: { cacheSize: 8, compileBudgetMs: 60_000 },
-});
+const worker = new GrammarPool(
+  { dir: BUNDLED_MODEL_DIR, vocabSize: VOCAB, eosTokenId: EOS },
+  { cacheSize: 8, compileBudgetMs: 60_000, workers: 2 },
+);
 
 afterAll(() => worker.close());
 
@@ -31,7 +29,7 @@ function logitsFor(tokens: readonly number[], logit = 20): Float32Array {
   return out;
 }
 
-describe("GrammarWorker", () => {
+describe("GrammarPool", () => {
   it("decodes a reply under its grammar across the thread: forced text, guesses, the end", async () => {
     const schema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"], additionalProperties: false };
     let compiled: number | undefined;
@@ -109,5 +107,47 @@ describe("GrammarWorker", () => {
     }
     expect(compileMs).toBeGreaterThan(300);
     expect(longestGap).toBeLessThan(compileMs / 3);
+  }, 60_000);
+
+  it("stops a compile at its CPU budget (the thread terminated), remembers the refusal, and running replies never wait", async () => {
+    const pool = new GrammarPool(
+      { dir: BUNDLED_MODEL_DIR, vocabSize: VOCAB, eosTokenId: EOS },
+      { cacheSize: 8, compileBudgetMs: 300, workers: 3 },
+    );
+    try {
+      const running = await pool.start({ kind: "json_object" }, rules);
+      const slow = {
+        type: "object",
+        properties: { a: { type: "string", maxLength: 256 }, b: { type: "string", maxLength: 250 } },
+        required: ["a", "b"],
+        additionalProperties: false,
+      };
+      const refused = pool.start({ kind: "json_schema", schema: slow }, rules);
+      expect(pool.size).toBe(2);
+      // The running reply's calls are answered while the other thread compiles.
+      let slowestMs = 0;
+      const done = refused.catch(() => undefined);
+      let settled = false;
+      void done.then(() => (settled = true));
+      while (!settled) {
+        const t = performance.now();
+        await running.forced(1, []);
+        slowestMs = Math.max(slowestMs, performance.now() - t);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await expect(refused).rejects.toBeInstanceOf(SchemaError);
+      await expect(refused).rejects.toThrow(/did not compile within the budget of 300 ms/);
+      expect(slowestMs).toBeLessThan(250);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(pool.size).toBe(1);
+      // Remembered: refused at once, no thread started.
+      const t = performance.now();
+      await expect(pool.start({ kind: "json_schema", schema: slow }, rules)).rejects.toThrow(/within the budget/);
+      expect(performance.now() - t).toBeLessThan(50);
+      expect(pool.size).toBe(1);
+      running.dispose();
+    } finally {
+      await pool.close();
+    }
   }, 60_000);
 });

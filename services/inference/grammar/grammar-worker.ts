@@ -1,6 +1,9 @@
-// The grammar worker thread: XGrammar (its WASM build) compiles grammars and runs the matchers
+// A grammar worker thread: XGrammar (its WASM build) compiles grammars and runs the matchers
 // of constrained replies here, so a slow compile (a schema with long length bounds takes
-// seconds) and each step's masks never hold the event loop. The main side is grammar-client.ts.
+// seconds) and each step's masks never hold the event loop. A compiled grammar cannot leave
+// the thread it was compiled on, so the matchers of a grammar run where it was compiled. The
+// main side is grammar-lane.ts (one worker) and grammar-client.ts (the pool of them).
+import { readlinkSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parentPort, workerData } from "node:worker_threads";
@@ -24,6 +27,8 @@ export interface GrammarWorkerData {
 }
 
 export type GrammarRequest =
+  | { id: number; op: "load" }
+  | { id: number; op: "evict"; key: string }
   | { id: number; op: "start"; handle: number; spec: GrammarSpec; rules: GrammarRules }
   | { id: number; op: "step"; handle: number; logits: Float32Array; offsets: number[] }
   | { id: number; op: "forced"; handle: number; room: number; replay: number[] }
@@ -42,6 +47,15 @@ async function load(data: GrammarWorkerData) {
   return { tokenizer, grammars };
 }
 
+/** This thread's /proc stat file (its CPU time), or undefined off Linux. */
+function threadStat(): string | undefined {
+  try {
+    return `/proc/${readlinkSync("/proc/thread-self")}/stat`;
+  } catch {
+    return undefined;
+  }
+}
+
 const data = workerData as GrammarWorkerData | undefined;
 if (parentPort !== null && data?.mark === GRAMMAR_WORKER_MARK) {
   const port = parentPort;
@@ -50,6 +64,8 @@ if (parentPort !== null && data?.mark === GRAMMAR_WORKER_MARK) {
 
   async function answer(req: GrammarRequest): Promise<unknown> {
     const { tokenizer, grammars } = await loaded;
+    if (req.op === "load") return threadStat();
+    if (req.op === "evict") return grammars.evict(req.key);
     if (req.op === "start") {
       let seconds: number | undefined;
       const compiled = await grammars.compile(req.spec, (s) => (seconds = s));

@@ -76,6 +76,12 @@ export class ModelGrammars {
     return this.xgrammar.GrammarMatcher.createGrammarMatcher(compiled, [this.eosTokenId], false, -1);
   }
 
+  /** Drops the compiled grammar of a spec by its key (specKey); its running matchers keep their own reference. */
+  evict(key: string): void {
+    this.compiled.get(key)?.dispose();
+    this.compiled.delete(key);
+  }
+
   get cached(): number {
     return this.compiled.size;
   }

@@ -4,7 +4,7 @@ import { InvalidRequest } from "../engine-errors.js";
 import type { TextTokenizer } from "../tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import type { ChatSpecialTokens } from "../model-config.js";
-import type { GrammarWorker } from "./grammar-client.js";
+import type { GrammarPool } from "./grammar-client.js";
 import { SchemaError } from "./schema-check.js";
 import type { SequenceGrammar } from "./sequence-grammar.js";
 
@@ -50,7 +50,7 @@ const unguessedTags = (tags: ChatSpecialTokens) => [...tags.thinking, tags.toolC
  * problem.
  */
 export async function sequenceGrammar(
-  worker: GrammarWorker,
+  worker: GrammarPool,
   spec: GrammarSpec,
   tokenizer: TextTokenizer,
   options: {

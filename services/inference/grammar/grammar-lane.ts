@@ -1,0 +1,131 @@
+import { readFileSync } from "node:fs";
+import type { Worker } from "node:worker_threads";
+import { startModuleWorker } from "../module-worker.js";
+import type { FrontierCommit } from "./frontier-rule.js";
+import type { GrammarSpec } from "./grammar-spec.js";
+import { GRAMMAR_WORKER_MARK, type GrammarReply, type GrammarRequest, type GrammarWorkerData } from "./grammar-worker.js";
+import { SchemaError } from "./schema-check.js";
+import type { ForcedCommit, GrammarRules, SequenceGrammar } from "./sequence-grammar.js";
+
+type Pending = { resolve: (value: unknown) => void; reject: (err: Error) => void };
+type Op = GrammarRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
+
+/** Linux's clock ticks per second for /proc CPU times (USER_HZ, 100 on every architecture Node runs on). */
+const TICKS_PER_SECOND = 100;
+
+/**
+ * One grammar worker thread (grammar-worker.ts) and what runs on it: the grammars it compiled
+ * (by spec key, least recently used first) and the matchers of the replies it serves. The pool
+ * (grammar-client.ts) compiles only on a lane that serves no reply, so a running reply's steps
+ * never wait behind a compile, and terminates a lane whose compile runs past the budget. A
+ * lane that exits fails the replies it served; the pool drops it.
+ */
+export class GrammarLane {
+  /** Compiled grammars on the thread, by spec key, least recently used first. */
+  readonly keys = new Set<string>();
+  /** Replies whose matchers run here. */
+  live = 0;
+  /** A compile is running (or about to). */
+  compiling = false;
+  exited = false;
+  private readonly worker: Worker;
+  private readonly loaded: Promise<string | undefined>;
+  private nextId = 1;
+  private nextHandle = 1;
+  private readonly pending = new Map<number, Pending>();
+
+  constructor(data: Omit<GrammarWorkerData, "mark">, onExit: (lane: GrammarLane) => void) {
+    const worker = startModuleWorker("grammar-worker", { ...data, mark: GRAMMAR_WORKER_MARK }, import.meta.url);
+    worker.on("message", (reply: GrammarReply) => {
+      const p = this.pending.get(reply.id);
+      if (p === undefined) return;
+      this.pending.delete(reply.id);
+      if (this.pending.size === 0) worker.unref();
+      if (reply.ok) p.resolve(reply.value);
+      else p.reject(reply.schema ? new SchemaError(reply.message) : new Error(`grammar: ${reply.message}`));
+    });
+    worker.on("error", (err) => this.failAll(err));
+    worker.on("exit", (code) => {
+      this.exited = true;
+      this.failAll(new Error(`the grammar worker exited (code ${code})`));
+      onExit(this);
+    });
+    worker.unref();
+    this.worker = worker;
+    this.loaded = this.call<string | undefined>({ op: "load" });
+  }
+
+  /** Resolves once the thread has its vocabulary and compiler (not counted in any compile's budget). */
+  async ready(): Promise<void> {
+    await this.loaded;
+  }
+
+  /** CPU milliseconds the thread has used (undefined where /proc cannot tell). */
+  async cpuMs(): Promise<number | undefined> {
+    const file = await this.loaded.catch(() => undefined);
+    if (file === undefined) return undefined;
+    try {
+      const fields = readFileSync(file, "utf8").split(") ")[1]!.split(" ");
+      return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Compiles (or finds compiled here) the grammar of `spec` and starts a matcher for one reply. */
+  async start(
+    spec: GrammarSpec,
+    rules: GrammarRules,
+    options: { freeUntil?: number; onCompile?: (seconds: number) => void; onDispose?: () => void } = {},
+  ): Promise<SequenceGrammar> {
+    const handle = this.nextHandle++;
+    const { compileSeconds } = await this.call<{ compileSeconds?: number }>({ op: "start", handle, spec, rules });
+    if (compileSeconds !== undefined) options.onCompile?.(compileSeconds);
+    this.live++;
+    let disposed = false;
+    return {
+      step: (logits, offsets) => {
+        // Only the rows from the frontier travel, copied once and transferred.
+        const from = offsets[0]!;
+        const rows = logits.slice(from, offsets.at(-1)! + rules.vocab);
+        return this.call<FrontierCommit>({ op: "step", handle, logits: rows, offsets: offsets.map((o) => o - from) }, [rows.buffer]);
+      },
+      forced: (room, replay) => this.call<ForcedCommit>({ op: "forced", handle, room, replay: [...replay] }),
+      dispose: () => {
+        if (disposed) return;
+        disposed = true;
+        this.live--;
+        if (!this.exited) this.worker.postMessage({ op: "dispose", handle, id: 0 } satisfies GrammarRequest);
+        options.onDispose?.();
+      },
+      ...(options.freeUntil !== undefined ? { freeUntil: options.freeUntil } : {}),
+    };
+  }
+
+  /** Drops a compiled grammar from the thread. */
+  evict(key: string): void {
+    this.keys.delete(key);
+    if (!this.exited) void this.call({ op: "evict", key }).catch(() => undefined);
+  }
+
+  /** Stops the thread (a compile past its budget, an abort, shutdown): its WASM memory goes with it. */
+  async terminate(): Promise<void> {
+    this.exited = true;
+    await this.worker.terminate();
+  }
+
+  private call<T>(op: Op, transfer: ArrayBuffer[] = []): Promise<T> {
+    if (this.exited) return Promise.reject(new Error("the grammar worker of this reply exited"));
+    return new Promise<T>((resolve, reject) => {
+      const id = this.nextId++;
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.worker.ref();
+      this.worker.postMessage({ ...op, id }, transfer);
+    });
+  }
+
+  private failAll(err: Error): void {
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+  }
+}
