@@ -29,56 +29,78 @@ export function inThreadText(ops: TextOps): ModelText {
 type Pending = { resolve: (value: unknown) => void; reject: (err: Error) => void };
 type Op = TextRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
 
-/**
- * The text work on a worker thread of its own (text-worker.ts), one request at a time in
- * arrival order, so the event loop only parses the request and hands the text over. The worker
- * keeps the process open only while a request is in flight, and is started again after a crash.
- */
-export function workerText(source: TextSource): ModelText {
-  let worker: Worker | undefined;
-  let nextId = 1;
-  const pending = new Map<number, Pending>();
+/** Text worker threads per model: a small request goes to one not busy with a large one. */
+export const TEXT_WORKERS = 2;
 
-  const failAll = (err: Error) => {
-    for (const p of pending.values()) p.reject(err);
-    pending.clear();
-  };
-  const start = (): Worker => {
-    const started = startModuleWorker("text-worker", { mark: TEXT_WORKER_MARK, source });
+/** One text worker thread (text-worker.ts), started on first use and again after a crash. */
+class TextThread {
+  private worker: Worker | undefined;
+  private nextId = 1;
+  readonly pending = new Map<number, Pending>();
+
+  constructor(private readonly source: TextSource) {}
+
+  call<T>(op: Op): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.worker ??= this.start();
+      const id = this.nextId++;
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.worker.ref();
+      this.worker.postMessage({ ...op, id });
+    });
+  }
+
+  async close(): Promise<void> {
+    const running = this.worker;
+    this.worker = undefined;
+    if (running !== undefined) await running.terminate();
+  }
+
+  private start(): Worker {
+    const started = startModuleWorker("text-worker", { mark: TEXT_WORKER_MARK, source: this.source });
     started.on("message", (reply: TextReply) => {
-      const p = pending.get(reply.id);
+      const p = this.pending.get(reply.id);
       if (p === undefined) return;
-      pending.delete(reply.id);
-      if (pending.size === 0) started.unref();
+      this.pending.delete(reply.id);
+      if (this.pending.size === 0) started.unref();
       if (reply.ok) p.resolve(reply.value);
       else p.reject(reply.template ? new TemplateRenderError(reply.message) : new Error(reply.message));
     });
-    started.on("error", (err) => failAll(err));
+    started.on("error", (err) => this.failAll(err));
     started.on("exit", (code) => {
-      if (worker === started) worker = undefined;
-      failAll(new Error(`the text worker exited (code ${code})`));
+      if (this.worker === started) this.worker = undefined;
+      this.failAll(new Error(`the text worker exited (code ${code})`));
     });
     started.unref();
     return started;
-  };
-  const call = <T>(op: Op): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      worker ??= start();
-      const id = nextId++;
-      pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      worker.ref();
-      worker.postMessage({ ...op, id });
-    });
+  }
 
+  private failAll(err: Error): void {
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+  }
+}
+
+/**
+ * The text work on worker threads of its own (text-worker.ts), so the event loop only parses
+ * the request and hands the text over. Each request goes to the thread with the fewest
+ * requests in flight, so a small one does not queue behind a large one while another thread
+ * is free (each thread takes its requests in arrival order). Threads keep the process open only
+ * while a request is in flight, and are started again after a crash.
+ */
+export function workerText(source: TextSource, threads = TEXT_WORKERS): ModelText {
+  const pool = Array.from({ length: Math.max(1, threads) }, () => new TextThread(source));
+  const call = <T>(op: Op): Promise<T> => {
+    const least = pool.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
+    return least.call<T>(op);
+  };
   return {
     encode: (text) => call<number[]>({ op: "encode", text }),
     renderEncode: (variables) => call<number[]>({ op: "renderEncode", variables }),
     scoreTokens: (prefix, suffixes, labels) =>
       call<ScoreTokens>({ op: "scoreTokens", prefix, suffixes: [...suffixes], labels: [...labels] }),
     async close() {
-      const running = worker;
-      worker = undefined;
-      if (running !== undefined) await running.terminate();
+      await Promise.all(pool.map((t) => t.close()));
     },
   };
 }

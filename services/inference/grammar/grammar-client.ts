@@ -9,7 +9,7 @@ import type { GrammarRules, SequenceGrammar } from "./sequence-grammar.js";
 /** How often a running compile's CPU time is read. */
 const WATCH_MS = 50;
 /** A compile that has not used its CPU budget is still stopped after this many budgets of wall time (a starved machine). */
-const WALL_BUDGETS = 4;
+const WALL_BUDGETS = 10;
 /** How long a compile stopped at the budget stays refused (the machine may be less loaded later). */
 export const BUDGET_REFUSAL_MS = 10 * 60_000;
 
@@ -172,10 +172,17 @@ export class GrammarPool {
       }
       if (lane !== undefined) {
         lane.compiling = true;
+        this.keepSpare();
         return lane;
       }
       await new Promise<void>((resolve) => this.waiting.push(resolve));
     }
+  }
+
+  /** Starts a thread ahead of need (it loads the vocabulary meanwhile) when none is free and the pool has room. */
+  private keepSpare(): void {
+    const free = this.lanes.some((l) => !l.compiling && l.live === 0 && !l.exited);
+    if (!free && this.lanes.length < this.options.workers) this.lanes.push(new GrammarLane(this.data, (gone) => this.drop(gone)));
   }
 
   private trimCache(lane: GrammarLane): void {
@@ -185,6 +192,7 @@ export class GrammarPool {
   private drop(lane: GrammarLane): void {
     const at = this.lanes.indexOf(lane);
     if (at >= 0) this.lanes.splice(at, 1);
+    if (this.lanes.length > 0) this.keepSpare();
     this.wake();
   }
 
