@@ -119,6 +119,7 @@ async function keys(args: string[]): Promise<number> {
     dataDir: config.dataDir,
     logger,
     defaultRequestsPerMinute: config.defaultRequestsPerMinute,
+    serverDefaults: process.env.TESSERA_DEFAULT_RPM === undefined,
   });
   try {
     const client = localClient(AccountingService, accounting.routes, "router");

@@ -1,5 +1,5 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { QuotaExceededSchema, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import type { DecideRequest, DecideResponse, DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { HttpError } from "../errors.js";
 import { decisionResponseToJson, parseDecisionRequest } from "../mappers/decision.js";
@@ -43,6 +43,16 @@ export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRou
     charge: { kind: UsageKind.DECISION, hold: "handler" },
     body: "json",
     async handle(ctx) {
+      const decide = async (request: DecideRequest): Promise<DecideResponse> => {
+        try {
+          return await decision.decide(request, { signal: ctx.signal });
+        } catch (err) {
+          if (err instanceof ConnectError && err.code === Code.NotFound) {
+            throw new HttpError(400, "invalid_request_error", err.rawMessage, { code: "model_not_found", param: "model" });
+          }
+          throw err;
+        }
+      };
       const parsed = parseDecisionRequest(ctx.body, ctx.requestId);
       if (!parsed.ok) {
         // An invalid body still counts against the per-minute limit.
@@ -51,19 +61,19 @@ export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRou
       }
       ctx.log.model = parsed.request.model;
       // Reserve an upper bound of the input tokens, so that parallel requests cannot overdraw
-      // the quota; the exact count is charged when the answer is known.
+      // the quota; the exact count is charged when the answer is known. When the bound does not
+      // fit what is left, the decision is tokenized (no model run) and the exact count held:
+      // a key with Q tokens left can run any decision that costs at most Q.
       const declared = Number(ctx.req.headers["content-length"]);
       const bodyBytes = Number.isFinite(declared) && declared > 0 ? declared : Buffer.byteLength(JSON.stringify(ctx.body));
-      await ctx.admit(UsageKind.DECISION, decisionHold(bodyBytes, questionCount(parsed.request), maxDecisionWorkTokens));
-      let response: DecideResponse;
       try {
-        response = await decision.decide(parsed.request, { signal: ctx.signal });
+        await ctx.admit(UsageKind.DECISION, decisionHold(bodyBytes, questionCount(parsed.request), maxDecisionWorkTokens));
       } catch (err) {
-        if (err instanceof ConnectError && err.code === Code.NotFound) {
-          throw new HttpError(400, "invalid_request_error", err.rawMessage, { code: "model_not_found", param: "model" });
-        }
-        throw err;
+        if (!(err instanceof ConnectError) || err.findDetails(QuotaExceededSchema).length === 0) throw err;
+        const counted = await decide({ ...parsed.request, countOnly: true });
+        await ctx.admit(UsageKind.DECISION, Number(counted.usage?.inputTokens ?? 0));
       }
+      const response = await decide(parsed.request);
       await ctx.settle(UsageKind.DECISION, { inputTokens: response.usage?.inputTokens ?? 0 });
       ctx.log["answeredBy"] = response.model;
       return { body: decisionResponseToJson(response) };

@@ -18,7 +18,16 @@ export interface EmbeddedAccountingOptions {
    * stop (recover.ts). Not for `tessera keys`, which runs beside a live server.
    */
   recover?: boolean;
+  /**
+   * `tessera keys` without TESSERA_DEFAULT_RPM of its own: show the default rate the server
+   * on this data directory applies (recorded by it at start), not this process's fallback.
+   */
+  serverDefaults?: boolean;
 }
+
+/** What the server owning the data directory applies, recorded at its start for `tessera keys`. */
+const SETTINGS_BUCKET = "accounting_settings";
+type ServerSettings = { defaultRequestsPerMinute: number };
 
 export interface EmbeddedAccounting {
   /** The accounting service's mount (server.ts). */
@@ -44,11 +53,17 @@ export async function openEmbeddedAccounting(options: EmbeddedAccountingOptions)
       throw err;
     }
   }
+  let defaultRequestsPerMinute = options.defaultRequestsPerMinute;
+  const settings = store.bucket<ServerSettings>(SETTINGS_BUCKET);
+  if (options.recover === true) await settings.put("server", { defaultRequestsPerMinute });
+  else if (options.serverDefaults === true) {
+    defaultRequestsPerMinute = (await settings.get("server"))?.value.defaultRequestsPerMinute ?? defaultRequestsPerMinute;
+  }
   const routes = accountingRoutes({
     store,
     rateLimiter: localRateLimiter(createMemoryBucket<RateWindow>(RATE_BUCKET, options.clock && { clock: options.clock })),
     logger: options.logger,
-    defaultRequestsPerMinute: options.defaultRequestsPerMinute,
+    defaultRequestsPerMinute,
     ...(options.clock && { clock: options.clock }),
   });
   return {

@@ -202,13 +202,15 @@ describe("GetUsage: the ledger per key and UTC day", () => {
     h.setTime(day(2) - 10 * 3600_000 - 1); // 2026-01-16T23:59:59.999Z
     await h.client.settle({ keyId, requestId: "3", kind: TEXT, usage: { promptTokens: 5n } });
     h.setTime(day(2));
-    await h.client.settle({ keyId, requestId: "4", usage: {} });
+    await h.client.settle({ keyId, requestId: "4", kind: TEXT, usage: { promptTokens: 2n } });
+    // A request that used nothing (refused after admission: a 529) leaves no entry.
+    await h.client.settle({ keyId, requestId: "5", kind: TEXT, usage: {} });
 
     const all = await h.client.getUsage({ keyId });
     expect(all.days.map((d) => [d.day, d.requests, d.promptTokens, d.completionTokens, d.decisionInputTokens])).toEqual([
       ["2026-01-15", 2n, 10n, 1n, 7n],
       ["2026-01-16", 1n, 5n, 0n, 0n],
-      ["2026-01-17", 1n, 0n, 0n, 0n],
+      ["2026-01-17", 1n, 2n, 0n, 0n],
     ]);
     expect((await h.client.getUsage({ keyId, fromDay: "2026-01-16" })).days.map((d) => d.day)).toEqual(["2026-01-16", "2026-01-17"]);
     expect((await h.client.getUsage({ keyId, toDay: "2026-01-16" })).days.map((d) => d.day)).toEqual(["2026-01-15", "2026-01-16"]);

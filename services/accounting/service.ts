@@ -251,8 +251,11 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
         first = false;
         settled = (await buckets.settled.get(marker))?.value ?? settled;
       }
+      // A request that used nothing (refused after admission: 529, a 400 found late) releases
+      // its hold and leaves no ledger entry: the ledger counts requests that did work.
+      const used = settled.prompt + settled.completion + settled.decisionInput > 0;
       try {
-        await guardStore(recordUsage(buckets.ledger, key.id, settled.day, marker, settled));
+        if (used) await guardStore(recordUsage(buckets.ledger, key.id, settled.day, marker, settled));
       } catch (err) {
         // Nothing is charged yet: drop the marker so that a retry does the whole settle.
         if (first) await buckets.settled.delete(marker).catch(() => undefined);

@@ -86,12 +86,15 @@ export function createDecisionService(deps: DecisionDeps): ServiceImpl<typeof De
             model: servingId,
             prefix,
             suffixes: suffixes.map(({ suffix, labels }) => ({ text: suffix, labels })),
+            countOnly: req.countOnly,
           },
           { signal: ctx.signal },
         )
         .catch((err: unknown) => {
           throw inQuestionTerms(err, checked.questions);
         });
+      const usage = create(DecisionUsageSchema, { inputTokens: scores.inputTokens, outputTokens: 0 });
+      if (req.countOnly) return { model: entry.id, answers: {}, answerList: [], usage };
       checkScores(scores, suffixes, checked.questions, model.maxPositions, req.model);
 
       const answers: { [id: string]: Answer } = {};
@@ -106,7 +109,7 @@ export function createDecisionService(deps: DecisionDeps): ServiceImpl<typeof De
         model: entry.id,
         answers,
         answerList,
-        usage: create(DecisionUsageSchema, { inputTokens: scores.inputTokens, outputTokens: 0 }),
+        usage,
       };
     },
   };

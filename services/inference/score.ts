@@ -12,6 +12,8 @@ import { canceled } from "./slots.js";
 export interface ScoreInput {
   prefix: string;
   suffixes: readonly { text: string; labels: readonly string[] }[];
+  /** Only the token counts (no logits), after every check and the tokenizing; no model runs. */
+  countOnly?: boolean;
 }
 
 export interface SuffixResult {
@@ -186,6 +188,11 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
     work += plan.head + rows.reduce((sum, r) => sum + r.tokens.length - plan.head, 0);
   }
   if (work > maxWork) throw tooMuchWork(String(work), maxWork);
+  const suffixTokens = prompts.map((p) => Math.max(1, p.common + p.rest.length - prefixIds.length + 1));
+  const inputTokens = prefixIds.length + suffixTokens.reduce((sum, n) => sum + n, 0);
+  if (input.countOnly === true) {
+    return { results: suffixTokens.map((n) => ({ logits: [], suffixTokens: n })), prefixTokens: prefixIds.length, inputTokens };
+  }
   // This request's forwards, as the fair runner tells them from other requests'.
   const lane = {};
   const chunk = Math.max(blockSize, Math.floor(Math.min(PREFILL_CHUNK, maxRow) / blockSize) * blockSize);
@@ -261,11 +268,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
       await readRows(rows, past);
     }
 
-    const results = input.suffixes.map((_, i) => ({
-      logits: values[i]!,
-      suffixTokens: Math.max(1, prompts[i]!.common + prompts[i]!.rest.length - prefixIds.length + 1),
-    }));
-    const inputTokens = prefixIds.length + results.reduce((sum, r) => sum + r.suffixTokens, 0);
+    const results = input.suffixes.map((_, i) => ({ logits: values[i]!, suffixTokens: suffixTokens[i]! }));
     return { results, prefixTokens: prefixIds.length, inputTokens };
   });
 }

@@ -292,7 +292,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
       const engine = engineFor(req.model);
       const out = await scoreSuffixes(
         engine,
-        { prefix: req.prefix, suffixes: req.suffixes.map((s) => ({ text: s.text, labels: s.labels })) },
+        { prefix: req.prefix, suffixes: req.suffixes.map((s) => ({ text: s.text, labels: s.labels })), countOnly: req.countOnly },
         ctx.signal,
       );
       return {
