@@ -26,6 +26,7 @@ export async function listenGateway(
     maxConnections: config.maxConnections,
     maxConnectionsPerAddress: config.maxConnectionsPerAddress,
     firstByteTimeoutMs: config.firstByteTimeoutMs,
+    maxReceivingConnections: config.maxReceivingConnections,
     maxHeaderBytes: config.maxHeaderBytes,
     maxHeaders: config.maxHeaders,
     metrics,

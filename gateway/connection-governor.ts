@@ -8,6 +8,11 @@ export interface ConnectionLimits {
   maxPerAddress: number;
   /** A connection that has sent no byte this long after it opened is closed. 0: never. */
   firstByteTimeoutMs: number;
+  /**
+   * Connections still sending their first request's headers or a request's body, at once;
+   * past it the oldest of them is closed. Default: no budget.
+   */
+  maxReceiving?: number;
 }
 
 export interface ConnectionEvents {
@@ -17,6 +22,8 @@ export interface ConnectionEvents {
   refused?(cap: "total" | "address"): void;
   /** A connection was closed for sending nothing within the first-byte timeout. */
   silent?(): void;
+  /** The oldest connection still sending headers or a body was closed: too many were sending. */
+  receiving?(): void;
 }
 
 interface Tracked {
@@ -32,13 +39,29 @@ interface Tracked {
  * accepted and an idle connection (no request in flight; of that address for the address cap)
  * is closed instead — the oldest that never sent a byte, else the oldest idle one; only when every connection is busy is the new one refused.
  * A connection that sends no byte within `firstByteTimeoutMs` is closed (apart from, and
- * shorter than, the headers timeout). Replaces node:http's `maxConnections`, which refuses new
+ * shorter than, the headers timeout). Connections still sending — from opening until their
+ * first request's headers are in, and from a request with a body until its body is in — are
+ * kept to `maxReceiving`: past it the one that started sending first is closed, so a flood of
+ * trickling headers or bodies holds a bounded number of sockets and no request that arrives
+ * whole waits for a place. Replaces node:http's `maxConnections`, which refuses new
  * connections while idle ones hold every place.
  */
 export function governConnections(server: Server, limits: ConnectionLimits, events: ConnectionEvents = {}): void {
   // Insertion order = age: the first entry is the oldest connection.
   const open = new Map<Socket, Tracked>();
   const byAddress = new Map<string, Set<Tracked>>();
+  // Sockets still sending headers or a body, oldest first.
+  const receiving = new Set<Socket>();
+  const maxReceiving = limits.maxReceiving ?? Number.POSITIVE_INFINITY;
+  const startReceiving = (socket: Socket) => {
+    receiving.add(socket);
+    for (const oldest of receiving) {
+      if (receiving.size <= maxReceiving) break;
+      receiving.delete(oldest);
+      events.receiving?.();
+      oldest.destroy();
+    }
+  };
 
   /** The connection to close for a new one: the oldest that never sent a byte, else the oldest idle one. */
   const oldestIdle = (among: Iterable<Tracked>): Tracked | undefined => {
@@ -83,7 +106,11 @@ export function governConnections(server: Server, limits: ConnectionLimits, even
       byAddress.set(address, mine);
     }
     mine.add(tracked);
-    socket.once("close", () => forget(tracked));
+    socket.once("close", () => {
+      receiving.delete(socket);
+      forget(tracked);
+    });
+    startReceiving(socket);
     if (limits.firstByteTimeoutMs > 0) {
       const timer = setTimeout(() => {
         if (socket.bytesRead === 0 && !socket.destroyed) {
@@ -97,7 +124,17 @@ export function governConnections(server: Server, limits: ConnectionLimits, even
   });
 
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
-    const tracked = open.get(req.socket as Socket);
+    const socket = req.socket as Socket;
+    // The headers are in; a body still to come keeps the socket sending until it is.
+    receiving.delete(socket);
+    if (hasBody(req) && !req.complete) {
+      startReceiving(socket);
+      const received = () => receiving.delete(socket);
+      req.once("end", received);
+      req.once("close", received);
+      res.once("close", received);
+    }
+    const tracked = open.get(socket);
     if (tracked === undefined) return;
     tracked.inFlight++;
     // Busy connections move to the end: the oldest idle one is the least recently used.
@@ -118,4 +155,9 @@ export function governConnections(server: Server, limits: ConnectionLimits, even
     mine?.delete(tracked);
     if (mine?.size === 0) byAddress.delete(tracked.address);
   }
+}
+
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined;
 }

@@ -22,6 +22,8 @@ export interface GatewayServerOptions {
   maxConnectionsPerAddress?: number;
   /** A connection that sends no byte this long is closed. Default 5 s; 0: never. */
   firstByteTimeoutMs?: number;
+  /** Connections still sending headers or a body at once; past it the oldest is closed. Default 256. */
+  maxReceivingConnections?: number;
   /** Largest request line plus headers (all header lines together); larger is answered 431. Default 16 KiB. */
   maxHeaderBytes?: number;
   /** Most header lines; more is answered 431. Default 100. */
@@ -38,6 +40,7 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_CONNECTIONS = 1024;
 export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
 export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 5_000;
+export const DEFAULT_MAX_RECEIVING_CONNECTIONS = 256;
 export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024;
 export const DEFAULT_MAX_HEADERS = 100;
 
@@ -142,12 +145,17 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
     name: "tessera_http_connections_silent_total",
     help: "Connections closed for sending no byte within TESSERA_FIRST_BYTE_TIMEOUT_MS.",
   });
+  const receivingClosed = metrics?.counter({
+    name: "tessera_http_connections_receiving_closed_total",
+    help: "Connections closed while still sending headers or a body, the oldest first, past TESSERA_MAX_RECEIVING_CONNECTIONS.",
+  });
   governConnections(
     server,
     {
       maxConnections: options.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
       maxPerAddress: options.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
       firstByteTimeoutMs: options.firstByteTimeoutMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+      maxReceiving: options.maxReceivingConnections ?? DEFAULT_MAX_RECEIVING_CONNECTIONS,
     },
     {
       evicted: (cap) => evicted?.labels({ cap }).inc(),
@@ -156,6 +164,7 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
         logger?.debug({ cap }, "connection refused: every open connection is busy");
       },
       silent: () => silent?.inc(),
+      receiving: () => receivingClosed?.inc(),
     },
   );
   const refused = metrics?.counter({

@@ -144,7 +144,19 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
       res.end();
       return;
     }
+    // A request refused before it authenticated (no key, an unknown one, a throttled address)
+    // has its body never read: the answer goes out and the connection closes after it, so a
+    // client without a key cannot hold a socket by trickling a body.
+    const closing =
+      ctx.principal === undefined &&
+      !ctx.req.complete &&
+      (httpError.status === 401 || httpError.status === 403 || httpError.status === 429);
+    if (closing) res.shouldKeepAlive = false;
     replyError(ctx, ctx.route?.errorStyle ?? styleOfPath(ctx.path), httpError);
+    if (closing) {
+      res.once("finish", () => ctx.req.socket.destroySoon());
+      return;
+    }
     discardBody(ctx.req, res);
   }
 

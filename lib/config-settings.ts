@@ -277,6 +277,13 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: integer(0, 3_600_000),
   },
   {
+    env: "TESSERA_MAX_RECEIVING_CONNECTIONS",
+    key: "maxReceivingConnections",
+    fallback: "256",
+    help: "Connections still sending their headers or a request body at once (slow or trickling clients); past it the one that started sending first is closed.",
+    parse: integer(1, 1_000_000),
+  },
+  {
     env: "TESSERA_AUTH_FAILURES_PER_MINUTE",
     key: "authFailuresPerMinute",
     fallback: "30",

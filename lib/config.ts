@@ -51,6 +51,8 @@ export interface Config {
   maxConnections: number;
   maxConnectionsPerAddress: number;
   firstByteTimeoutMs: number;
+  /** Connections still sending headers or a body at once; past it the oldest is closed. */
+  maxReceivingConnections: number;
   /** Failed authentications per minute per client address before 429 (0: no throttle). */
   authFailuresPerMinute: number;
   maxHeaderBytes: number;
