@@ -12,8 +12,15 @@
 //             admitted and what the account used.
 //   sockets   1,100 idle TCP connections, each reopened as soon as it is closed, and 5 tries of
 //             /healthz (2 s each).
+//   slowbodies (issue 27) 1,100 keyless POSTs with Content-Length 100 from 127.0.0.2–6 (220 each),
+//             one body byte every 5 s, each reconnected when closed; /healthz from 127.0.0.7 every
+//             200 ms for 20 s and a chat from 127.0.0.8: probes answered, the chat's status.
+//   grammar   (issue 27) on a fresh server: 4 different 5-property schemas (maxLength ~200) at
+//             once; a `required` tool call beside 4 schemas of 20 strings (maxLength 200–219);
+//             the recursive schema 3 times (statuses, RSS); 128 tools × 50,000 characters with a
+//             16-token chat 0.3 s after it.
 //
-//   npx tsx bench/hostile.ts [bodies decision quota sockets]   (BENCH_MODELS=tiny|bundled)
+//   npx tsx bench/hostile.ts [bodies decision quota sockets slowbodies grammar]   (BENCH_MODELS=tiny|bundled)
 import { connect, type Socket } from "node:net";
 import { benchModels, startBenchServer, type BenchServer } from "./_server.js";
 import {
@@ -26,6 +33,7 @@ import {
   smallDecisionBody,
   wideDecisionBody,
 } from "./_hostile.js";
+import { requestFrom, startSlowBodyFlood } from "./_slow-bodies.js";
 
 const MiB = 1024 * 1024;
 
@@ -140,7 +148,77 @@ async function sockets(server: BenchServer) {
   return { attackerSockets: 1100, reopened, healthz: `${tries.filter((t) => t.ok).length} of 5`, tries };
 }
 
-const SCENARIOS: Record<string, (server: BenchServer) => Promise<unknown>> = { bodies, decision, quota, sockets };
+async function slowbodies(server: BenchServer) {
+  const port = Number(new URL(server.url).port);
+  const flood = startSlowBodyFlood(port, ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"], 220, 5000);
+  await new Promise((r) => setTimeout(r, 3000));
+  const probes: number[] = [];
+  const until = performance.now() + 20_000;
+  const probing = (async () => {
+    while (performance.now() < until) {
+      probes.push((await requestFrom(port, "127.0.0.7", { path: "/healthz", timeoutMs: 2000 })).status);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 5000));
+  const headers = { authorization: `Bearer ${server.key}`, "content-type": "application/json" };
+  const chat = await requestFrom(port, "127.0.0.8", {
+    method: "POST",
+    path: "/v1/chat/completions",
+    headers,
+    body: chat16,
+    timeoutMs: 60_000,
+  });
+  await probing;
+  const opened = flood.connections();
+  await flood.stop();
+  return { floodConnectionsOpened: opened, healthz: `${probes.filter((s) => s === 200).length} of ${probes.length}`, chat };
+}
+
+const withSchema = (schema: object) => ({ response_format: { type: "json_schema", json_schema: { name: "s", schema } } });
+const chatWith = (extra: object) =>
+  JSON.stringify({ model: "textmodel-26b", max_tokens: 16, messages: [{ role: "user", content: "Hi" }], ...extra });
+function boundedStrings(tag: string, n: number, bound: number) {
+  const properties = Object.fromEntries(Array.from({ length: n }, (_, i) => [`${tag}${i}`, { type: "string", maxLength: bound + i }]));
+  return { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
+}
+const brief = (a: { status: number; ms: number; text: string }) => ({
+  status: a.status,
+  ms: a.ms,
+  message: a.status === 200 ? "" : a.text.slice(0, 160),
+});
+
+async function grammar(server: BenchServer) {
+  const chatPost = (extra: object) => post(server, "/v1/chat/completions", chatWith(extra));
+  const parallel = await Promise.all(["a", "b", "c", "d"].map((tag) => chatPost(withSchema(boundedStrings(tag, 5, 200)))));
+  const slow = ["p", "q", "r", "s"].map((tag) => chatPost(withSchema(boundedStrings(tag, 20, 200))));
+  await new Promise((r) => setTimeout(r, 300));
+  const tools = [
+    { type: "function", function: { name: "lookup", parameters: { type: "object", properties: { id: { type: "integer" } } } } },
+  ];
+  const toolCall = await chatPost({ tools, tool_choice: "required" });
+  const slowAnswers = await Promise.all(slow);
+  const pid = server.child.pid!;
+  const rssBefore = rssOf(pid);
+  const recursive = { type: "object", properties: { c: { $ref: "#" } }, required: ["c"], additionalProperties: false };
+  const recursiveAnswers = [];
+  for (let i = 0; i < 3; i++) recursiveAnswers.push(brief(await chatPost(withSchema(recursive))));
+  const rssAfter = rssOf(pid);
+  const description = "lorem ipsum dolor sit amet ".repeat(2000).slice(0, 50_000);
+  const manyTools = Array.from({ length: 128 }, (_, i) => ({ type: "function", function: { name: `tool${i}`, description } }));
+  const big = chatPost({ tools: manyTools });
+  await new Promise((r) => setTimeout(r, 300));
+  const beside = await chatPost({});
+  return {
+    parallelSchemas: parallel.map(brief),
+    toolCallBesideSlowCompiles: brief(toolCall),
+    slowCompiles: slowAnswers.map(brief),
+    recursive: { answers: recursiveAnswers, rssMiB: { before: Math.round(rssBefore / MiB), after: Math.round(rssAfter / MiB) } },
+    tools128: { refused: brief(await big), chatBeside: brief(beside) },
+  };
+}
+
+const SCENARIOS: Record<string, (server: BenchServer) => Promise<unknown>> = { bodies, decision, quota, sockets, slowbodies, grammar };
 
 const asked = process.argv.slice(2).filter((a) => a in SCENARIOS);
 for (const [model, dir] of benchModels()) {
