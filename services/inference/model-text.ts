@@ -31,20 +31,31 @@ type Op = TextRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"
 
 /** Text worker threads per model: a small request goes to one not busy with a large one. */
 export const TEXT_WORKERS = 2;
+/** Characters of text in flight on the first thread past which a request goes to the least busy thread (about 70 ms of tokenizing). */
+const BUSY_CHARS = 64 * 1024;
 
 /** One text worker thread (text-worker.ts), started on first use and again after a crash. */
 class TextThread {
   private worker: Worker | undefined;
   private nextId = 1;
   readonly pending = new Map<number, Pending>();
+  /** Characters of the requests in flight. */
+  chars = 0;
 
   constructor(private readonly source: TextSource) {}
 
-  call<T>(op: Op): Promise<T> {
+  call<T>(op: Op, chars: number): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.worker ??= this.start();
       const id = this.nextId++;
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.chars += chars;
+      const settle =
+        <V>(then: (v: V) => void) =>
+        (v: V) => {
+          this.chars -= chars;
+          then(v);
+        };
+      this.pending.set(id, { resolve: settle(resolve as (value: unknown) => void), reject: settle(reject) });
       this.worker.ref();
       this.worker.postMessage({ ...op, id });
     });
@@ -83,16 +94,19 @@ class TextThread {
 
 /**
  * The text work on worker threads of its own (text-worker.ts), so the event loop only parses
- * the request and hands the text over. Each request goes to the thread with the fewest
- * requests in flight, so a small one does not queue behind a large one while another thread
- * is free (each thread takes its requests in arrival order). Threads keep the process open only
+ * the request and hands the text over. Requests go to the first thread in arrival order
+ * while it has little text in flight; past BUSY_CHARS, to the thread with the least text in
+ * flight, so a small request does not queue behind a large one (each thread takes its
+ * requests in arrival order). Threads keep the process open only
  * while a request is in flight, and are started again after a crash.
  */
 export function workerText(source: TextSource, threads = TEXT_WORKERS): ModelText {
   const pool = Array.from({ length: Math.max(1, threads) }, () => new TextThread(source));
   const call = <T>(op: Op): Promise<T> => {
-    const least = pool.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
-    return least.call<T>(op);
+    const chars = textChars(op);
+    const first = pool[0]!;
+    const thread = first.chars < BUSY_CHARS ? first : pool.reduce((a, b) => (b.chars < a.chars ? b : a));
+    return thread.call<T>(op, chars);
   };
   return {
     encode: (text) => call<number[]>({ op: "encode", text }),
@@ -103,6 +117,14 @@ export function workerText(source: TextSource, threads = TEXT_WORKERS): ModelTex
       await Promise.all(pool.map((t) => t.close()));
     },
   };
+}
+
+/** Characters of the strings in a request: its tokenizing cost, give or take. */
+function textChars(value: unknown): number {
+  if (typeof value === "string") return value.length;
+  if (Array.isArray(value)) return value.reduce((sum: number, v) => sum + textChars(v), 0);
+  if (typeof value === "object" && value !== null) return Object.values(value).reduce((sum: number, v) => sum + textChars(v), 0);
+  return 0;
 }
 
 export function modelText(source: TextSource, onWorker: boolean): ModelText {

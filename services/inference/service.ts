@@ -3,6 +3,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   FinishReason,
   GenerateDeltaSchema,
+  ResponseFormatType,
   GenerateResponseSchema,
   type InferenceService,
   ToolCallDeltaSchema,
@@ -26,6 +27,7 @@ import { DEFAULT_GRAMMAR_WORKERS, grammarPoolFor } from "./grammar/grammar-clien
 import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "./grammar/model-grammars.js";
 import { bannedTokenIds } from "./decoder/unmask.js";
 import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
+import { checkSchema, SchemaError } from "./grammar/schema-check.js";
 import type { ModelPool } from "./model-pool.js";
 import { stepEvent } from "./denoise-event.js";
 import { tokenLogprobs } from "./logprob-entries.js";
@@ -107,8 +109,20 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     };
   }
 
-  /** A conversation that cannot fit the context whatever its tokens is refused before any rendering. */
+  /**
+   * A conversation that cannot fit the context whatever its tokens is refused before any
+   * rendering. A response schema the grammar cannot take is named first (the bound counts it).
+   */
   function boundChat(modelId: string, engine: ModelEngine, input: ChatInput): void {
+    const format = input.options?.responseFormat;
+    const schema = format?.type === ResponseFormatType.JSON_SCHEMA ? format.jsonSchema?.schema : undefined;
+    if (schema !== undefined && schema !== null) {
+      try {
+        checkSchema(schema, "response_format.json_schema.schema", grammarOptions.limits);
+      } catch (err) {
+        throw err instanceof SchemaError ? invalid(err.message) : err;
+      }
+    }
     const context = engine.decode.maxPositions;
     const bytes = chatTextBytes(input, context * engine.model.maxTokenBytes);
     refuseIfCannotFit("the conversation", bytes, engine.model.maxTokenBytes, context, modelId);
