@@ -8,8 +8,9 @@ import type { GrammarRules, SequenceGrammar } from "./sequence-grammar.js";
 
 /** How often a running compile's CPU time is read. */
 const WATCH_MS = 50;
-/** A compile that has not used its CPU budget is still stopped after this many budgets of wall time (a starved machine). */
+/** A compile that has not used its CPU budget is still stopped after this many budgets of wall time, and at least WALL_FLOOR_MS (a starved machine). */
 const WALL_BUDGETS = 10;
+const WALL_FLOOR_MS = 30_000;
 /** How long a compile stopped at the budget stays refused (the machine may be less loaded later). */
 export const BUDGET_REFUSAL_MS = 10 * 60_000;
 
@@ -145,7 +146,7 @@ export class GrammarPool {
         const cpu = await lane.cpuMs();
         const wall = performance.now() - wallAtStart;
         const used = cpu !== undefined && cpuAtStart !== undefined ? cpu - cpuAtStart : wall;
-        if (used <= budget && wall <= budget * WALL_BUDGETS) return;
+        if (used <= budget && wall <= Math.max(budget * WALL_BUDGETS, WALL_FLOOR_MS)) return;
         clearInterval(timer);
         void lane.terminate();
         const message =
