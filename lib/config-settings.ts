@@ -171,7 +171,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: "TESSERA_GRAMMAR_CACHE",
     key: "grammarCacheSize",
     fallback: "64",
-    help: "Compiled grammars (JSON schemas, tool sets) kept per model; the least recently used are dropped.",
+    help: "Compiled grammars (JSON schemas, tool sets) kept per grammar thread of a model; the least recently used are dropped.",
     parse: integer(1, 100_000),
   },
   {
