@@ -112,6 +112,13 @@ export class GrammarPool {
     const lane = await this.idleLane();
     try {
       await lane.ready();
+    } catch (err) {
+      // The thread could not load the vocabulary: not this schema's fault.
+      lane.compiling = false;
+      void lane.terminate();
+      throw err;
+    }
+    try {
       const started = lane.start(spec, rules, { ...options, onDispose: () => this.wake() });
       const reply = await this.withinBudget(lane, key, started);
       lane.keys.add(key);
