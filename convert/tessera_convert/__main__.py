@@ -1,7 +1,8 @@
 """tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int4]
 
 Reads a Hugging Face SDAR or Fast-dLLM v2 checkpoint directory as published and writes a model
-directory of Tessera's contract (docs/model-contract.md, version 2). The directory is written
+directory of Tessera's contract (docs/model-contract.md, version 2); a DiffusionGemma one
+(model_type "diffusion_gemma") gets contract version 3 (encoder.onnx + denoiser.onnx). The directory is written
 beside the destination under a temporary name and renamed when complete, so a failed or
 interrupted conversion never leaves a half-written model directory.
 """
@@ -35,6 +36,12 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
         raise ConvertError(f"{ckpt_dir}: not a directory")
     if os.path.exists(out_dir) and not force:
         raise ConvertError(f"{out_dir}: already exists (remove it, or pass --force to replace it)")
+    from .checkpoint import read_json
+
+    if read_json(os.path.join(ckpt_dir, "config.json")).get("model_type") == "diffusion_gemma":
+        from . import diffusion_gemma
+
+        return diffusion_gemma.convert(ckpt_dir, out_dir, weights, force, progress)
     ck = read_checkpoint(ckpt_dir, block_size)
     for note in ck.notes:
         progress(f"note: {note}")

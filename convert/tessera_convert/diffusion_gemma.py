@@ -1,0 +1,157 @@
+"""tessera convert for ``model_type: "diffusion_gemma"`` (contract v3, docs/model-contract.md).
+
+Loads the checkpoint with transformers' own ``DiffusionGemmaForBlockDiffusion`` (fp32), wraps
+its weights in the two contract graphs (gemma_graphs.py), exports them sharing one data file,
+checks them against transformers (gemma_check.py) and writes config.json, the tokenizer files
+and the sampler's settings from generation_config.json.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from typing import Callable, List
+
+from .checkpoint import read_json
+from .errors import ConvertError
+from .families import _ids, added_tokens
+
+CONTRACT_VERSION = 3
+MODEL_TYPE = "diffusion_gemma"
+# generate()'s defaults where generation_config.json leaves a key out (DiffusionGemmaGenerationConfig).
+SAMPLER_DEFAULTS = {"max_denoising_steps": 48, "entropy_bound": 0.1, "t_min": 0.4, "t_max": 0.8,
+                    "stability_threshold": 1, "confidence_threshold": 0.005}
+END_OF_TURN_NAMES = ("<end_of_turn>", "<turn|>")
+
+
+def sampler_settings(gen: dict) -> dict:
+    out = dict(SAMPLER_DEFAULTS)
+    for key in ("max_denoising_steps", "t_min", "t_max", "stability_threshold", "confidence_threshold"):
+        if isinstance(gen.get(key), (int, float)) and not isinstance(gen.get(key), bool):
+            out[key] = gen[key]
+    sc = gen.get("sampler_config")
+    if isinstance(sc, dict) and isinstance(sc.get("entropy_bound"), (int, float)):
+        out["entropy_bound"] = float(sc["entropy_bound"])
+    if not (0 <= out["t_min"] < out["t_max"]):
+        raise ConvertError(f"generation_config.json: t_min {out['t_min']} / t_max {out['t_max']} must satisfy 0 <= t_min < t_max")
+    return out
+
+
+def chat_template(ckpt: str, tokenizer_config: dict) -> str:
+    template = tokenizer_config.get("chat_template")
+    jinja_path = os.path.join(ckpt, "chat_template.jinja")
+    if (not isinstance(template, str) or not template) and os.path.exists(jinja_path):
+        with open(jinja_path, encoding="utf-8") as f:
+            template = f.read()
+    if not isinstance(template, str) or not template:
+        raise ConvertError(f"{ckpt}: no \"chat_template\" in tokenizer_config.json nor a chat_template.jinja")
+    return template
+
+
+def config_json(hf_config, shapes, tokens: dict, stops: List[int], sampler: dict, weights: str, source: str) -> dict:
+    text = hf_config.text_config
+    layers = [{"type": t, "num_key_value_heads": kv, "head_dim": d} for (t, kv, d) in shapes]
+    eos = stops[0]
+    return {
+        "contract_version": CONTRACT_VERSION,
+        "model_type": MODEL_TYPE,
+        "decoding_family": "canvas",
+        "num_hidden_layers": len(shapes),
+        "num_attention_heads": text.num_attention_heads,
+        "hidden_size": text.hidden_size,
+        "vocab_size": text.vocab_size,
+        "layers": layers,
+        "sliding_window": text.sliding_window,
+        "canvas_length": hf_config.canvas_length,
+        "block_size": hf_config.canvas_length,
+        "max_position_embeddings": text.max_position_embeddings,
+        "eos_token_id": eos,
+        "pad_token_id": text.pad_token_id if text.pad_token_id is not None else eos,
+        "bos_token_id": text.bos_token_id,
+        "stop_token_ids": stops,
+        "image_token_id": hf_config.image_token_id,
+        "boi_token_id": hf_config.boi_token_id,
+        "eoi_token_id": hf_config.eoi_token_id,
+        "sampler": sampler,
+        "capabilities": {"images": False, "tools": False, "thinking": False, "grammar": False},
+        "encoder_file": "encoder.onnx",
+        "denoiser_file": "denoiser.onnx",
+        "source": {"checkpoint": source, "family": "DiffusionGemma (Gemma 4 layers, MoE)", "weights": weights},
+    }
+
+
+def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callable[[str], None]) -> dict:
+    import torch
+
+    from .gemma_check import check, ort_driver
+    from .gemma_export import export_graphs, graph_bytes, quantize, save_shared
+    from .gemma_graphs import GemmaDenoiserGraph, GemmaEncoderGraph, layer_shapes
+    from .model_dir import write_json
+
+    if os.path.exists(out_dir) and not force:
+        raise ConvertError(f"{out_dir}: already exists (remove it, or pass --force to replace it)")
+    tok_json = read_json(os.path.join(ckpt, "tokenizer.json"))
+    tc = read_json(os.path.join(ckpt, "tokenizer_config.json"))
+    gen = read_json(os.path.join(ckpt, "generation_config.json"), required=False) or {}
+    tokens = added_tokens(ckpt, tok_json, tc)
+    template = chat_template(ckpt, tc)
+    sampler = sampler_settings(gen)
+
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    try:
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(ckpt, dtype=torch.float32).eval()
+    except (OSError, ValueError) as err:
+        raise ConvertError(f"{ckpt}: transformers cannot load it as DiffusionGemmaForBlockDiffusion ({err})") from err
+    text = model.config.text_config
+    shapes = layer_shapes(text, model.model.encoder.language_model.layers)
+    stops: List[int] = []
+    for tid in [tokens.get(n) for n in END_OF_TURN_NAMES] + _ids(gen.get("eos_token_id")) + _ids(text.eos_token_id):
+        if isinstance(tid, int) and tid not in stops:
+            if tid >= text.vocab_size:
+                raise ConvertError(f"{ckpt}: stop token id {tid} is outside vocab_size {text.vocab_size}")
+            stops.append(tid)
+    if not stops:
+        raise ConvertError(f"{ckpt}: no end-of-turn token ({' / '.join(END_OF_TURN_NAMES)}) and no eos_token_id")
+    params = sum(p.numel() for p in model.parameters())
+    progress(f"DiffusionGemma: {len(shapes)} layers ({sum(t == 'sliding_attention' for t, _, _ in shapes)} sliding, window "
+             f"{text.sliding_window}), hidden {text.hidden_size}, {text.num_experts} experts top {text.top_k_experts}, "
+             f"vocab {text.vocab_size}, canvas {model.config.canvas_length}, stops {stops}; {params / 1e6:.1f} M parameters")
+
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.converting-", dir=parent)
+    work = tempfile.mkdtemp(prefix="tessera-convert-")
+    try:
+        enc, dec = GemmaEncoderGraph(model), GemmaDenoiserGraph(model)
+        t0 = time.time()
+        enc_proto, dec_proto = export_graphs(enc, dec, shapes, text.hidden_size, work)
+        progress(f"exported encoder + denoiser in {time.time() - t0:.1f} s ({weights})")
+        enc_proto, dec_proto = quantize(enc_proto, weights, progress), quantize(dec_proto, weights, progress)
+        shared, unshared = save_shared({"encoder.onnx": enc_proto, "denoiser.onnx": dec_proto}, staging)
+        progress(f"weights.onnx.data: {shared / 1e6:.1f} MB for {unshared / 1e6:.1f} MB of graph weights (shared by content)")
+        onnx_bytes = graph_bytes(staging)
+        drv = ort_driver(os.path.join(staging, "encoder.onnx"), os.path.join(staging, "denoiser.onnx"), shapes, text.sliding_window)
+        prompt_len = text.sliding_window + 3  # past the window, so the bounded sliding cache is exercised
+        result = check(model, drv, prompt_len)
+        progress("ONNX Runtime vs transformers (relative to 1 + |x|): " + ", ".join(f"{k} {v:.2e}" for k, v in result.items()))
+        if weights == "fp32" and max(result.values()) > 1e-3:
+            raise ConvertError(f"ONNX Runtime differs from transformers by {max(result.values()):.2e} (fp32 must agree within 1e-3)")
+        config = config_json(model.config, shapes, tokens, stops, sampler, weights, ckpt)
+        write_json(os.path.join(staging, "config.json"), config)
+        write_json(os.path.join(staging, "tokenizer.json"), tok_json)
+        tc_out = dict(tc)
+        tc_out["chat_template"] = template
+        write_json(os.path.join(staging, "tokenizer_config.json"), tc_out)
+        if os.path.exists(out_dir):
+            shutil.rmtree(out_dir)
+        os.rename(staging, out_dir)
+        progress(f"done: {out_dir}")
+        return {"family": MODEL_TYPE, "parameters": params, "onnx_bytes": onnx_bytes, "weights_bytes": shared,
+                "weights_bytes_unshared": unshared, "check": result, "weights": weights}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if os.path.exists(staging):
+            shutil.rmtree(staging, ignore_errors=True)
