@@ -46,7 +46,7 @@ export function tesseraConvert(args: string[]): { status: number | null; stdout:
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-function sourcesHash(): string {
+export function sourcesHash(): string {
   const h = createHash("sha256");
   const walk = (dir: string) => {
     for (const name of readdirSync(dir).sort()) {

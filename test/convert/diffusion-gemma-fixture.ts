@@ -1,7 +1,7 @@
-import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../helpers/tessera.js";
-import { runConvertPython } from "./converted-models.js";
+import { runConvertPython, sourcesHash } from "./converted-models.js";
 
 export interface DiffusionGemmaFixture {
   checkpoint: string;
@@ -19,32 +19,42 @@ export interface DiffusionGemmaFixture {
 
 /**
  * The tiny DiffusionGemma checkpoint (made by transformers' own classes) and its fp32
- * conversion, built once per process into a scratch directory under .cache/.
+ * conversion, built once per version of convert/ into .cache/diffusion-gemma/<hash> (test
+ * files share it; a directory appears only complete, by rename).
  */
-let pending: Promise<DiffusionGemmaFixture> | undefined;
-export function diffusionGemmaFixture(): Promise<DiffusionGemmaFixture> {
-  pending ??= build();
-  return pending;
-}
-
-async function build(): Promise<DiffusionGemmaFixture> {
-  const root = join(REPO_ROOT, ".cache/diffusion-gemma", `${process.pid}-${Date.now()}`);
-  const building = `${root}.building`;
-  mkdirSync(building, { recursive: true });
+export async function diffusionGemmaFixture(): Promise<DiffusionGemmaFixture> {
+  const root = join(REPO_ROOT, ".cache/diffusion-gemma", sourcesHash());
+  const layout = (summary: DiffusionGemmaFixture["summary"]) => ({
+    checkpoint: join(root, "ckpt/diffusion_gemma"),
+    model: join(root, "model"),
+    summary,
+  });
+  const summaryFile = join(root, "summary.json");
+  if (existsSync(summaryFile)) return layout(JSON.parse(readFileSync(summaryFile, "utf8")));
+  const lock = `${root}.lock`;
   try {
+    mkdirSync(join(REPO_ROOT, ".cache/diffusion-gemma"), { recursive: true });
+    mkdirSync(lock);
+  } catch {
+    const deadline = Date.now() + 600_000;
+    while (!existsSync(summaryFile)) {
+      if (!existsSync(lock)) return diffusionGemmaFixture(); // the builder failed: try ourselves
+      if (Date.now() > deadline) throw new Error(`${lock}: another test file has been building for 10 minutes`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    return layout(JSON.parse(readFileSync(summaryFile, "utf8")));
+  }
+  const building = `${root}.building-${process.pid}`;
+  try {
+    rmSync(building, { recursive: true, force: true });
+    mkdirSync(building, { recursive: true });
     await runConvertPython(["convert/make_tiny_diffusion_gemma.py", join(building, "ckpt")]);
     const { stdout } = await runConvertPython(["-m", "tessera_convert", join(building, "ckpt/diffusion_gemma"), join(building, "model")]);
+    writeFileSync(join(building, "summary.json"), stdout.trim().split("\n").at(-1) ?? "{}");
     renameSync(building, root);
-    const summary = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as DiffusionGemmaFixture["summary"];
-    return { checkpoint: join(root, "ckpt/diffusion_gemma"), model: join(root, "model"), summary };
-  } catch (err) {
+  } finally {
     rmSync(building, { recursive: true, force: true });
-    throw err;
+    rmSync(lock, { recursive: true, force: true });
   }
-}
-
-/** Removes a fixture built by this process. */
-export function removeDiffusionGemmaFixture(fx: DiffusionGemmaFixture): void {
-  const root = join(fx.model, "..");
-  if (existsSync(root)) rmSync(root, { recursive: true, force: true });
+  return layout(JSON.parse(readFileSync(summaryFile, "utf8")));
 }

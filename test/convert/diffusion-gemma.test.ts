@@ -1,8 +1,9 @@
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, tesseraConvert } from "./converted-models.js";
-import { type DiffusionGemmaFixture, diffusionGemmaFixture, removeDiffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
+import { type DiffusionGemmaFixture, diffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 
@@ -11,7 +12,6 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
   beforeAll(async () => {
     fx = await diffusionGemmaFixture();
   }, 300_000);
-  afterAll(() => fx && removeDiffusionGemmaFixture(fx));
 
   it("fp32: encoder KV, denoiser logits and self-conditioning equal transformers' within 1e-3 (the summary's check)", () => {
     const { check } = fx.summary;
@@ -62,7 +62,8 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
   });
 
   it("int4 through the existing quantization path: MatMulNBits weights, smaller, its check printed (not held to 1e-3)", () => {
-    const out = join(fx.model, "../model-int4");
+    const scratch = mkdtempSync(join(tmpdir(), "tessera-dg-"));
+    const out = join(scratch, "model-int4");
     try {
       const r = tesseraConvert([fx.checkpoint, out, "--weights", "int4"]);
       expect(r.status, r.stderr).toBe(0);
@@ -72,7 +73,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
       expect(summary.onnx_bytes).toBeLessThan(fx.summary.onnx_bytes * 0.6);
       expect(readFileSync(join(out, "denoiser.onnx")).includes("MatMulNBits")).toBe(true);
     } finally {
-      rmSync(out, { recursive: true, force: true });
+      rmSync(scratch, { recursive: true, force: true });
     }
   }, 300_000);
 });

@@ -1,0 +1,104 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HAVE_CONVERT_VENV, runConvertPython } from "../../../../test/convert/converted-models.js";
+import { type DiffusionGemmaFixture, diffusionGemmaFixture } from "../../../../test/convert/diffusion-gemma-fixture.js";
+import { type CanvasDraws, CanvasDecoder, type CanvasStepEvent, seededDraws } from "./canvas-decoder.js";
+import { type CanvasModel, loadCanvasModel } from "./canvas-model.js";
+
+function recording(inner: CanvasDraws, log: [string, number[]][]): CanvasDraws {
+  return {
+    noise: (n, v) => {
+      const x = inner.noise(n, v);
+      log.push(["noise", Array.from(x)]);
+      return x;
+    },
+    uniforms: (n) => {
+      const x = inner.uniforms(n);
+      log.push(["uniforms", Array.from(x)]);
+      return x;
+    },
+  };
+}
+
+describe.skipIf(!HAVE_CONVERT_VENV)("canvas decoding on the tiny converted DiffusionGemma (real ONNX Runtime)", () => {
+  let fx: DiffusionGemmaFixture;
+  let model: CanvasModel;
+  const scratch = mkdtempSync(join(tmpdir(), "tessera-canvas-"));
+  const prompt = (text: string) =>
+    model.tokenizer.encode(model.renderChat({ messages: [{ role: "user", content: text }], add_generation_prompt: true }));
+  beforeAll(async () => {
+    fx = await diffusionGemmaFixture();
+    model = await loadCanvasModel(fx.model, { intraOpThreads: 1 });
+  }, 300_000);
+  afterAll(async () => {
+    await model?.close();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it("equals transformers' own generate, token for token over three canvases, given the same random draws", async () => {
+    const log: [string, number[]][] = [];
+    const promptIds = prompt("Hello! How are you today?");
+    const steps: CanvasStepEvent[] = [];
+    const streamed: number[] = [];
+    const r = await new CanvasDecoder(model).generate({
+      promptIds,
+      maxTokens: 40,
+      draws: recording(seededDraws(5), log),
+      onStep: (e) => steps.push(e),
+      onCanvas: (tokens) => streamed.push(...tokens),
+    });
+    const file = join(scratch, "draws.json");
+    writeFileSync(file, JSON.stringify({ prompt: promptIds, max_new_tokens: 40, draws: log }));
+    const { stdout } = await runConvertPython(["convert/tests/canvas_reference_decode.py", fx.checkpoint, file], 120_000);
+    const ref = JSON.parse(stdout.trim().split("\n").at(-1)!) as { sequence: number[]; draws_used: number };
+    expect(ref.draws_used).toBe(log.length); // transformers consumed exactly the engine's draws
+    expect(r.tokens).toEqual(ref.sequence.slice(0, r.tokens.length));
+    expect(r.tokens.length).toBe(40);
+    expect(r.finishReason).toBe("length");
+    expect(r.canvases).toBe(3);
+    // Streaming: a step event per denoiser step, the canvases' tokens in order.
+    expect(steps.length).toBe(r.steps);
+    expect(streamed).toEqual(r.tokens);
+    expect(r.tokensPerStep).toBeCloseTo(40 / r.steps, 9);
+    expect(steps.some((s) => s.accepted > 1)).toBe(true);
+  }, 180_000);
+
+  it("batches rows into one forward per step, each row's reply the same as alone", async () => {
+    const a = prompt("The weather in Paris");
+    const b = prompt("0123456789 the quick brown fox jumps over the lazy dog");
+    const alone = new CanvasDecoder(model);
+    const ra = await alone.generate({ promptIds: a, maxTokens: 20, draws: seededDraws(1) });
+    const rb = await alone.generate({ promptIds: b, maxTokens: 20, draws: seededDraws(2) });
+    const together = new CanvasDecoder(model);
+    const [ta, tb] = await Promise.all([
+      together.generate({ promptIds: a, maxTokens: 20, draws: seededDraws(1) }),
+      together.generate({ promptIds: b, maxTokens: 20, draws: seededDraws(2) }),
+    ]);
+    expect(ta.tokens).toEqual(ra.tokens);
+    expect(tb.tokens).toEqual(rb.tokens);
+    expect(together.stats.rowSteps).toBe(ra.steps + rb.steps);
+    expect(together.stats.forwards).toBeLessThan(together.stats.rowSteps); // rows shared forwards
+  }, 120_000);
+
+  it("a cancelled row stops at its next step and rejects; the others finish", async () => {
+    const decoder = new CanvasDecoder(model);
+    const controller = new AbortController();
+    let stepsAfterAbort = 0;
+    const cancelled = decoder.generate({
+      promptIds: prompt("Hello"),
+      maxTokens: 200,
+      draws: seededDraws(3),
+      signal: controller.signal,
+      onStep: () => {
+        if (controller.signal.aborted) stepsAfterAbort++;
+        controller.abort(new Error("client went away"));
+      },
+    });
+    const other = decoder.generate({ promptIds: prompt("Yes, no, maybe."), maxTokens: 16, draws: seededDraws(4) });
+    await expect(cancelled).rejects.toThrow("client went away");
+    expect(stepsAfterAbort).toBe(0);
+    expect((await other).tokens.length).toBeGreaterThan(0);
+  }, 120_000);
+});

@@ -1,0 +1,249 @@
+/**
+ * The canvas decoding family (contract v3): transformers' DiffusionGemma `generate` loop on
+ * ONNX Runtime, with every row in flight sharing one batched denoiser forward per step.
+ * Per row: the prompt is encoded, then canvas after canvas is denoised from uniform noise
+ * (sampler.ts) until it stops or runs out of steps, its argmax canvas is appended to the
+ * reply and encoded onto the cache; the reply ends at the first stop token or at maxTokens.
+ * Each row draws its own randomness (`CanvasDraws`), so a row's reply does not depend on
+ * which rows it was batched with.
+ */
+import * as ort from "onnxruntime-node";
+import { batchFeeds, emptyCache, type RowCache, storePresents } from "./canvas-kv.js";
+import type { CanvasModel } from "./canvas-model.js";
+import { acceptMask, nextCanvas, noiseTokens, processRow, seededRandom, StableConfidentStop, temperatureAt } from "./sampler.js";
+
+/** The random draws of one row, in the order transformers' generate makes them. */
+export interface CanvasDraws {
+  noise(length: number, vocab: number): Int32Array;
+  uniforms(length: number): Float64Array;
+}
+
+export function seededDraws(seed: number): CanvasDraws {
+  const random = seededRandom(seed);
+  return {
+    noise: (length, vocab) => noiseTokens(length, vocab, random),
+    uniforms: (length) => Float64Array.from({ length }, random),
+  };
+}
+
+/** One denoising step of one row, as streamed: the draft is this step's argmax canvas. */
+export interface CanvasStepEvent {
+  canvasIndex: number;
+  step: number;
+  draft: readonly number[];
+  accepted: number;
+}
+
+export interface CanvasRequest {
+  promptIds: readonly number[];
+  maxTokens: number;
+  draws: CanvasDraws;
+  signal?: AbortSignal;
+  onStep?: (e: CanvasStepEvent) => void;
+  /** A finished canvas's reply tokens (cut at the stop token). */
+  onCanvas?: (tokens: readonly number[], canvasIndex: number) => void;
+}
+
+export interface CanvasResult {
+  tokens: number[];
+  finishReason: "stop" | "length";
+  /** Denoiser steps this row took, over all its canvases. */
+  steps: number;
+  canvases: number;
+  /** Generated tokens (the stop token included, as transformers counts them) per denoiser step. */
+  tokensPerStep: number;
+}
+
+interface Row {
+  req: CanvasRequest;
+  cache: RowCache;
+  canvas: Int32Array;
+  sc: Float32Array;
+  stepsLeft: number;
+  stop: StableConfidentStop;
+  canvasIndex: number;
+  reply: number[];
+  steps: number;
+  resolve(r: CanvasResult): void;
+  reject(err: unknown): void;
+}
+
+export class CanvasDecoder {
+  private readonly rows: Row[] = [];
+  private running = false;
+  /** Denoiser forwards run and rows they carried (metrics). */
+  readonly stats = { forwards: 0, rowSteps: 0 };
+
+  constructor(
+    private readonly model: CanvasModel,
+    private readonly maxBatch = 8,
+  ) {}
+
+  generate(req: CanvasRequest): Promise<CanvasResult> {
+    return new Promise((resolve, reject) => {
+      const { config } = this.model;
+      if (req.promptIds.length + req.maxTokens + config.canvasLength > config.maxPositions) {
+        reject(
+          new Error(`prompt (${req.promptIds.length}) + max tokens (${req.maxTokens}) exceed the model's ${config.maxPositions} positions`),
+        );
+        return;
+      }
+      this.encode(emptyCache(config.layers), req.promptIds)
+        .then((cache) => {
+          const row: Row = {
+            req,
+            cache,
+            canvas: new Int32Array(0),
+            sc: new Float32Array(0),
+            stepsLeft: 0,
+            stop: new StableConfidentStop(config.sampler),
+            canvasIndex: -1,
+            reply: [],
+            steps: 0,
+            resolve,
+            reject,
+          };
+          this.startCanvas(row);
+          this.rows.push(row);
+          if (!this.running) void this.pump();
+        })
+        .catch(reject);
+    });
+  }
+
+  private startCanvas(row: Row): void {
+    const { config } = this.model;
+    row.canvasIndex++;
+    row.canvas = row.req.draws.noise(config.canvasLength, config.vocabSize);
+    row.sc = new Float32Array(config.canvasLength * config.hiddenSize);
+    row.stepsLeft = config.sampler.maxDenoisingSteps;
+    row.stop = new StableConfidentStop(config.sampler);
+  }
+
+  private async encode(cache: RowCache, ids: readonly number[]): Promise<RowCache> {
+    const { config, encoder } = this.model;
+    const S = ids.length;
+    const window = config.slidingWindow;
+    const feeds = batchFeeds([cache], config.layers, S, (kind, q, k) => k <= q && (kind === "full" || k > q - window));
+    feeds.input_ids = new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, S]);
+    feeds.position_ids = new ort.Tensor(
+      "int64",
+      BigInt64Array.from({ length: S }, (_, i) => BigInt(cache.length + i)),
+      [1, S],
+    );
+    const out = await encoder.run(feeds);
+    const presents = config.layers.flatMap((_, l) => [
+      out[`present.${l}.key`]!.data as Float32Array,
+      out[`present.${l}.value`]!.data as Float32Array,
+    ]);
+    storePresents(cache, config.layers, window, presents, S);
+    return cache;
+  }
+
+  private async pump(): Promise<void> {
+    this.running = true;
+    try {
+      while (this.rows.length > 0) {
+        for (const row of this.rows.filter((r) => r.req.signal?.aborted)) this.drop(row, row.req.signal?.reason ?? new Error("cancelled"));
+        const batch = this.rows.slice(0, this.maxBatch);
+        if (batch.length === 0) continue;
+        // Round robin: the rows of this forward go to the back of the line.
+        this.rows.splice(0, batch.length);
+        this.rows.push(...batch);
+        try {
+          await this.step(batch);
+        } catch (err) {
+          for (const row of batch) this.drop(row, err);
+        }
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private drop(row: Row, err: unknown): void {
+    const i = this.rows.indexOf(row);
+    if (i >= 0) this.rows.splice(i, 1);
+    row.reject(err);
+  }
+
+  private async step(batch: Row[]): Promise<void> {
+    const { config, denoiser } = this.model;
+    const C = config.canvasLength;
+    const H = config.hiddenSize;
+    const V = config.vocabSize;
+    const B = batch.length;
+    const feeds = batchFeeds(
+      batch.map((r) => r.cache),
+      config.layers,
+      C,
+      () => true,
+    );
+    const ids = new BigInt64Array(B * C);
+    const pos = new BigInt64Array(B * C);
+    const sc = new Float32Array(B * C * H);
+    const temperature = new Float32Array(B);
+    batch.forEach((r, b) => {
+      for (let i = 0; i < C; i++) {
+        ids[b * C + i] = BigInt(r.canvas[i]!);
+        pos[b * C + i] = BigInt(r.cache.length + i);
+      }
+      sc.set(r.sc, b * C * H);
+      temperature[b] = temperatureAt(config.sampler, r.stepsLeft);
+    });
+    feeds.canvas_ids = new ort.Tensor("int64", ids, [B, C]);
+    feeds.position_ids = new ort.Tensor("int64", pos, [B, C]);
+    feeds.self_conditioning_embeds = new ort.Tensor("float32", sc, [B, C, H]);
+    feeds.temperature = new ort.Tensor("float32", temperature, [B]);
+    const out = await denoiser.run(feeds);
+    this.stats.forwards++;
+    this.stats.rowSteps += B;
+    const logits = out.logits!.data as Float32Array;
+    const nextSc = out.next_self_conditioning_embeds!.data as Float32Array;
+    for (let b = 0; b < B; b++) {
+      const row = batch[b]!;
+      if (!this.rows.includes(row)) continue;
+      const uniforms = row.req.draws.uniforms(C);
+      const processed = processRow(logits.subarray(b * C * V, (b + 1) * C * V), C, V, temperature[b]!, uniforms);
+      const accepted = acceptMask(processed.entropy, config.sampler.entropyBound);
+      const noise = row.req.draws.noise(C, V);
+      row.canvas = nextCanvas(processed.sample, accepted, noise);
+      row.sc = nextSc.slice(b * C * H, (b + 1) * C * H);
+      row.steps++;
+      const stopped = row.stop.step(processed.argmax, processed.entropy);
+      row.stepsLeft--;
+      row.req.onStep?.({
+        canvasIndex: row.canvasIndex,
+        step: row.steps,
+        draft: Array.from(processed.argmax),
+        accepted: accepted.filter(Boolean).length,
+      });
+      if (stopped || row.stepsLeft === 0) await this.finishCanvas(row, Array.from(processed.argmax));
+    }
+  }
+
+  private async finishCanvas(row: Row, argmax: number[]): Promise<void> {
+    const { config } = this.model;
+    const stopAt = argmax.findIndex((t) => config.stopTokenIds.includes(t));
+    const room = row.req.maxTokens - row.reply.length;
+    const kept = argmax.slice(0, Math.min(stopAt < 0 ? argmax.length : stopAt, room));
+    row.reply.push(...kept);
+    row.req.onCanvas?.(kept, row.canvasIndex);
+    const stopped = stopAt >= 0 && stopAt <= room;
+    if (stopped || row.reply.length >= row.req.maxTokens) {
+      const i = this.rows.indexOf(row);
+      if (i >= 0) this.rows.splice(i, 1);
+      const generated = row.reply.length + (stopped ? 1 : 0);
+      row.resolve({
+        tokens: row.reply,
+        finishReason: stopped ? "stop" : "length",
+        steps: row.steps,
+        canvases: row.canvasIndex + 1,
+        tokensPerStep: generated / Math.max(1, row.steps),
+      });
+      return;
+    }
+    await this.encode(row.cache, argmax);
+    this.startCanvas(row);
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * One row's KV cache of a canvas model and the batched feeds built from rows of different
+ * lengths. A layer's tensor is `[kv, P, d]` flat (batch 1); sliding layers keep their last
+ * `sliding_window - 1` positions (docs/model-contract.md, "encoder.onnx").
+ */
+import * as ort from "onnxruntime-node";
+import type { CanvasLayer } from "./canvas-model.js";
+
+export const NEG = -1e9;
+
+export interface LayerCache {
+  data: [Float32Array, Float32Array];
+  /** Positions held (P_l). */
+  length: number;
+}
+
+export interface RowCache {
+  layers: LayerCache[];
+  /** Absolute positions encoded so far (the full layers hold all of them). */
+  length: number;
+}
+
+export function emptyCache(layers: readonly CanvasLayer[]): RowCache {
+  return { layers: layers.map(() => ({ data: [new Float32Array(0), new Float32Array(0)], length: 0 })), length: 0 };
+}
+
+/** The last `keep` positions of a `[kv, T, d]` tensor. */
+export function lastPositions(x: Float32Array, kv: number, total: number, d: number, keep: number): Float32Array {
+  if (keep >= total) return x;
+  const out = new Float32Array(kv * keep * d);
+  for (let h = 0; h < kv; h++) out.set(x.subarray((h * total + total - keep) * d, (h * total + total) * d), h * keep * d);
+  return out;
+}
+
+/** Stores an encoder's presents (`[1, kv, P+S, d]`), bounding the sliding layers. */
+export function storePresents(
+  cache: RowCache,
+  layers: readonly CanvasLayer[],
+  window: number,
+  presents: Float32Array[],
+  added: number,
+): void {
+  layers.forEach((layer, l) => {
+    const total = cache.layers[l]!.length + added;
+    const keep = layer.type === "sliding_attention" ? Math.min(total, window - 1) : total;
+    const cut = (x: Float32Array) => lastPositions(x, layer.kvHeads, total, layer.headDim, keep);
+    cache.layers[l] = { data: [cut(presents[2 * l]!), cut(presents[2 * l + 1]!)], length: keep };
+  });
+  cache.length += added;
+}
+
+function pastLength(caches: readonly RowCache[], l: number): number {
+  return Math.max(0, ...caches.map((c) => c.layers[l]!.length));
+}
+
+/**
+ * The past tensors of a batch (each row right-padded to the longest, padded slots blocked by
+ * the masks) and the two additive masks for `queries` new positions per row.
+ * `allowed(row, queryPos, keyPos)` says which real key a query sees; the new positions (the
+ * last `queries` keys) are always real and follow the same rule.
+ */
+export function batchFeeds(
+  caches: readonly RowCache[],
+  layers: readonly CanvasLayer[],
+  queries: number,
+  allowed: (kind: "full" | "sliding", queryPos: number, keyPos: number) => boolean,
+): Record<string, ort.Tensor> {
+  const B = caches.length;
+  const feeds: Record<string, ort.Tensor> = {};
+  layers.forEach((layer, l) => {
+    const P = pastLength(caches, l);
+    const { kvHeads: kv, headDim: d } = layer;
+    for (const j of [0, 1] as const) {
+      const out = new Float32Array(B * kv * P * d);
+      caches.forEach((c, b) => {
+        const src = c.layers[l]!.data[j];
+        const p = c.layers[l]!.length;
+        for (let h = 0; h < kv; h++) out.set(src.subarray(h * p * d, (h + 1) * p * d), (b * kv + h) * P * d);
+      });
+      feeds[`past_key_values.${l}.${j === 0 ? "key" : "value"}`] = new ort.Tensor("float32", out, [B, kv, P, d]);
+    }
+  });
+  for (const kind of ["full", "sliding"] as const) {
+    const l = layers.findIndex((x) => x.type === (kind === "full" ? "full_attention" : "sliding_attention"));
+    const P = l < 0 ? 0 : pastLength(caches, l);
+    const T = P + queries;
+    const mask = new Float32Array(B * queries * T).fill(NEG);
+    caches.forEach((c, b) => {
+      const held = l < 0 ? 0 : c.layers[l]!.length;
+      const first = c.length - held; // absolute position of the row's first held key
+      for (let q = 0; q < queries; q++) {
+        const qPos = c.length + q;
+        const base = (b * queries + q) * T;
+        for (let k = 0; k < held; k++) if (allowed(kind, qPos, first + k)) mask[base + k] = 0;
+        for (let k = 0; k < queries; k++) if (allowed(kind, qPos, c.length + k)) mask[base + P + k] = 0;
+      }
+    });
+    feeds[`${kind}_attention_mask`] = new ort.Tensor("float32", mask, [B, 1, queries, T]);
+  }
+  return feeds;
+}

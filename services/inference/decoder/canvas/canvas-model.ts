@@ -1,0 +1,136 @@
+/**
+ * A contract v3 model directory (docs/model-contract.md, "Contract v3"): config.json's canvas
+ * keys checked, the tokenizer and chat template, and ONNX Runtime sessions of encoder.onnx and
+ * denoiser.onnx (which share weights.onnx.data, read by ONNX Runtime from beside them).
+ */
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { Template } from "@huggingface/jinja";
+import * as ort from "onnxruntime-node";
+import { createTextTokenizer, type TextTokenizer } from "../../tokenizer.js";
+import type { CanvasSamplerSettings } from "./sampler.js";
+
+export interface CanvasLayer {
+  type: "sliding_attention" | "full_attention";
+  kvHeads: number;
+  headDim: number;
+}
+
+export interface CanvasConfig {
+  modelType: string;
+  hiddenSize: number;
+  vocabSize: number;
+  layers: CanvasLayer[];
+  slidingWindow: number;
+  canvasLength: number;
+  maxPositions: number;
+  eosTokenId: number;
+  stopTokenIds: number[];
+  padTokenId: number;
+  sampler: CanvasSamplerSettings;
+}
+
+export interface CanvasModel {
+  dir: string;
+  config: CanvasConfig;
+  tokenizer: TextTokenizer;
+  renderChat(variables: Record<string, unknown>): string;
+  encoder: ort.InferenceSession;
+  denoiser: ort.InferenceSession;
+  close(): Promise<void>;
+}
+
+function int(obj: Record<string, unknown>, key: string, source: string, min = 1): number {
+  const v = obj[key];
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min)
+    throw new Error(`${source}: "${key}" must be an integer >= ${min}, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function num(obj: Record<string, unknown>, key: string, source: string): number {
+  const v = obj[key];
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0)
+    throw new Error(`${source}: "${key}" must be a number >= 0, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** config.json of a v3 directory; throws with the file and key on anything out of contract. */
+export function parseCanvasConfig(raw: unknown, source: string): CanvasConfig {
+  if (typeof raw !== "object" || raw === null) throw new Error(`${source}: expected a JSON object`);
+  const obj = raw as Record<string, unknown>;
+  if (obj.contract_version !== 3 || obj.decoding_family !== "canvas") {
+    throw new Error(`${source}: not a canvas model (contract_version 3, decoding_family "canvas")`);
+  }
+  const layersRaw = obj.layers;
+  if (!Array.isArray(layersRaw) || layersRaw.length === 0) throw new Error(`${source}: "layers" must be a non-empty array`);
+  const layers = layersRaw.map((l, i): CanvasLayer => {
+    const layer = (l ?? {}) as Record<string, unknown>;
+    if (layer.type !== "sliding_attention" && layer.type !== "full_attention") {
+      throw new Error(`${source}: layers[${i}].type must be "sliding_attention" or "full_attention"`);
+    }
+    return {
+      type: layer.type,
+      kvHeads: int(layer, "num_key_value_heads", `${source} layers[${i}]`),
+      headDim: int(layer, "head_dim", `${source} layers[${i}]`),
+    };
+  });
+  const s = (obj.sampler ?? {}) as Record<string, unknown>;
+  const sampler: CanvasSamplerSettings = {
+    maxDenoisingSteps: int(s, "max_denoising_steps", `${source} sampler`),
+    entropyBound: num(s, "entropy_bound", `${source} sampler`),
+    tMin: num(s, "t_min", `${source} sampler`),
+    tMax: num(s, "t_max", `${source} sampler`),
+    stabilityThreshold: int(s, "stability_threshold", `${source} sampler`, 0),
+    confidenceThreshold: num(s, "confidence_threshold", `${source} sampler`),
+  };
+  const vocabSize = int(obj, "vocab_size", source);
+  const stops = Array.isArray(obj.stop_token_ids)
+    ? obj.stop_token_ids.filter((t): t is number => Number.isInteger(t) && t >= 0 && t < vocabSize)
+    : [];
+  const eosTokenId = int(obj, "eos_token_id", source, 0);
+  return {
+    modelType: String(obj.model_type),
+    hiddenSize: int(obj, "hidden_size", source),
+    vocabSize,
+    layers,
+    slidingWindow: int(obj, "sliding_window", source),
+    canvasLength: int(obj, "canvas_length", source),
+    maxPositions: int(obj, "max_position_embeddings", source),
+    eosTokenId,
+    stopTokenIds: stops.length > 0 ? stops : [eosTokenId],
+    padTokenId: int(obj, "pad_token_id", source, 0),
+    sampler,
+  };
+}
+
+export async function loadCanvasModel(dir: string, options: { intraOpThreads?: number } = {}): Promise<CanvasModel> {
+  const root = path.resolve(dir);
+  const json = async (name: string) => JSON.parse(await readFile(path.join(root, name), "utf8"));
+  const config = parseCanvasConfig(await json("config.json"), path.join(root, "config.json"));
+  const tokenizerConfig = (await json("tokenizer_config.json")) as Record<string, unknown>;
+  const tokenizer = createTextTokenizer(await json("tokenizer.json"), tokenizerConfig);
+  if (typeof tokenizerConfig.chat_template !== "string") throw new Error(`${root}/tokenizer_config.json: "chat_template" is missing`);
+  const template = new Template(tokenizerConfig.chat_template);
+  const special = (key: string) => {
+    const v = tokenizerConfig[key];
+    return typeof v === "string" ? v : typeof v === "object" && v !== null ? String((v as { content?: unknown }).content ?? "") : "";
+  };
+  const sessionOptions: ort.InferenceSession.SessionOptions = {
+    executionProviders: ["cpu"],
+    ...(options.intraOpThreads ? { intraOpNumThreads: options.intraOpThreads } : {}),
+  };
+  const encoder = await ort.InferenceSession.create(path.join(root, "encoder.onnx"), sessionOptions);
+  const denoiser = await ort.InferenceSession.create(path.join(root, "denoiser.onnx"), sessionOptions);
+  return {
+    dir: root,
+    config,
+    tokenizer,
+    renderChat: (variables) => template.render({ bos_token: special("bos_token"), eos_token: special("eos_token"), ...variables }),
+    encoder,
+    denoiser,
+    async close() {
+      await encoder.release();
+      await denoiser.release();
+    },
+  };
+}
