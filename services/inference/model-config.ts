@@ -64,6 +64,12 @@ export function parseModelConfig(raw: unknown, source = "config.json"): ModelCon
     return value;
   };
   const version = obj.contract_version ?? 1;
+  if (version === 3) {
+    throw new Error(
+      `${source}: "contract_version" 3 (a canvas model, DiffusionGemma) is decoded by services/inference/decoder/canvas/ ` +
+        'but not served over HTTP yet (README, "Serving DiffusionGemma")',
+    );
+  }
   if (version !== 1 && version !== 2) throw new Error(`${source}: "contract_version" must be 1 or 2, got ${JSON.stringify(version)}`);
   const modelType = typeof obj.model_type === "string" ? obj.model_type : "";
   if (version === 1 && modelType !== MODEL_TYPE) {

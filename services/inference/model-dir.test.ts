@@ -90,7 +90,10 @@ describe("model directory", () => {
     expect(v2.decoding).toEqual({ threshold: 0.95, policy: "subblocks(size=8,confident=1.01)+threshold", subBlockSize: 8 });
     expect(v2.specialTokens).toEqual({ toolCall: ["<call>", "</call>"], thinking: ["<think>", "</think>"] });
     const bad = (extra: object) => () => parseModelConfig({ ...config, contract_version: 2, ...extra });
-    expect(bad({ contract_version: 3 })).toThrow(/contract_version/);
+    expect(bad({ contract_version: 3 })).toThrow(
+      /"contract_version" 3 \(a canvas model, DiffusionGemma\) is decoded by .* but not served over HTTP yet/,
+    );
+    expect(bad({ contract_version: 4 })).toThrow(/contract_version/);
     expect(bad({ logits_shift: 2 })).toThrow(/logits_shift/);
     expect(bad({ stop_token_ids: [config.vocab_size] })).toThrow(/stop_token_ids/);
     expect(bad({ decoding: { threshold: 2 } })).toThrow(/decoding.threshold/);

@@ -1,0 +1,83 @@
+// A canvas model's (contract v3, DiffusionGemma) decoding cost: ms per denoising step at batch 1
+// and with 4 rows in flight, split into the denoiser forward and the sampler (entropy, sample,
+// accept over [canvas, vocab] in JS), the encoder's ms per canvas, tokens per step, and memory
+// (RSS before and after loading, peak). Four prompts are decoded one at a time, then together,
+// in one run, with the same seeds; the ratio of the two throughputs is what batching buys.
+//
+//   npx tsx bench/canvas-decode.ts <model-dir> [max-tokens]   (a `tessera convert` of a diffusion_gemma checkpoint)
+import { CanvasDecoder, seededDraws } from "../services/inference/decoder/canvas/canvas-decoder.js";
+import { loadCanvasModel } from "../services/inference/decoder/canvas/canvas-model.js";
+
+const dir = process.argv[2];
+if (!dir) {
+  console.error("usage: npx tsx bench/canvas-decode.ts <model-dir> [max-tokens]");
+  process.exit(2);
+}
+const maxTokens = Number(process.argv[3] ?? 64);
+const mib = (b: number) => (b / 2 ** 20).toFixed(1);
+const rssBefore = process.memoryUsage().rss;
+const model = await loadCanvasModel(dir, { intraOpThreads: 1 });
+const rssLoaded = process.memoryUsage().rss;
+
+const timers = { denoiser: 0, denoiserCalls: 0, encoder: 0, encoderCalls: 0 };
+const wrap = (session: typeof model.denoiser, key: "denoiser" | "encoder") => {
+  const run = session.run.bind(session);
+  (session as { run: typeof run }).run = (async (...args: Parameters<typeof run>) => {
+    const t = performance.now();
+    try {
+      return await run(...args);
+    } finally {
+      timers[key] += performance.now() - t;
+      timers[`${key}Calls`]++;
+    }
+  }) as typeof run;
+};
+wrap(model.denoiser, "denoiser");
+wrap(model.encoder, "encoder");
+
+const prompts = [
+  "Hello! How are you today?",
+  "The weather in Paris is sunny.",
+  "Answer the question, think step by step.",
+  "0123456789 the quick brown fox",
+].map((text) => model.tokenizer.encode(model.renderChat({ messages: [{ role: "user", content: text }], add_generation_prompt: true })));
+
+async function run(together: boolean) {
+  Object.assign(timers, { denoiser: 0, denoiserCalls: 0, encoder: 0, encoderCalls: 0 });
+  const decoder = new CanvasDecoder(model);
+  const t = performance.now();
+  const results = together
+    ? await Promise.all(prompts.map((p, i) => decoder.generate({ promptIds: p, maxTokens, draws: seededDraws(i + 1) })))
+    : [];
+  if (!together)
+    for (const [i, p] of prompts.entries()) results.push(await decoder.generate({ promptIds: p, maxTokens, draws: seededDraws(i + 1) }));
+  const wall = performance.now() - t;
+  const steps = results.reduce((s, r) => s + r.steps, 0);
+  const tokens = results.reduce((s, r) => s + r.tokens.length, 0);
+  return { wall, steps, tokens, forwards: decoder.stats.forwards, ...timers };
+}
+
+await run(false); // warm-up
+const alone = await run(false);
+const batched = await run(true);
+const c = model.config;
+console.log(
+  `model ${dir}: ${c.layers.length} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}, canvas ${c.canvasLength}, ${c.sampler.maxDenoisingSteps} steps max`,
+);
+for (const [name, r] of [
+  ["alone (batch 1)", alone],
+  ["4 rows together", batched],
+] as const) {
+  const perForward = r.denoiser / r.denoiserCalls;
+  console.log(
+    `${name}: ${(r.wall / r.forwards).toFixed(2)} ms per denoiser forward (${perForward.toFixed(2)} ms in ONNX Runtime, ` +
+      `${(r.wall / r.forwards - perForward - r.encoder / r.forwards).toFixed(2)} ms sampler + feeds), ` +
+      `${(r.steps / r.forwards).toFixed(2)} rows per forward, encoder ${(r.encoder / r.encoderCalls).toFixed(2)} ms per call, ` +
+      `${(r.tokens / r.steps).toFixed(2)} tokens per step, ${((r.tokens / r.wall) * 1000).toFixed(0)} tokens/s`,
+  );
+}
+console.log(`throughput together / alone: ${(batched.tokens / batched.wall / (alone.tokens / alone.wall)).toFixed(2)}x`);
+console.log(
+  `memory: RSS ${mib(rssBefore)} MiB before load, ${mib(rssLoaded)} MiB loaded, peak ${mib(process.resourceUsage().maxRSS * 1024)} MiB`,
+);
+await model.close();
