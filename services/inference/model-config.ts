@@ -66,8 +66,7 @@ export function parseModelConfig(raw: unknown, source = "config.json"): ModelCon
   const version = obj.contract_version ?? 1;
   if (version === 3) {
     throw new Error(
-      `${source}: "contract_version" 3 (a canvas model, DiffusionGemma) is decoded by services/inference/decoder/canvas/ ` +
-        'but not served over HTTP yet (README, "Serving DiffusionGemma")',
+      `${source}: "contract_version" 3 is a canvas model (DiffusionGemma): the model pool loads it through canvas-service.ts, not as a mask model`,
     );
   }
   if (version !== 1 && version !== 2) throw new Error(`${source}: "contract_version" must be 1 or 2, got ${JSON.stringify(version)}`);

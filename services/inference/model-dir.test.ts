@@ -91,7 +91,7 @@ describe("model directory", () => {
     expect(v2.specialTokens).toEqual({ toolCall: ["<call>", "</call>"], thinking: ["<think>", "</think>"] });
     const bad = (extra: object) => () => parseModelConfig({ ...config, contract_version: 2, ...extra });
     expect(bad({ contract_version: 3 })).toThrow(
-      /"contract_version" 3 \(a canvas model, DiffusionGemma\) is decoded by .* but not served over HTTP yet/,
+      /"contract_version" 3 is a canvas model \(DiffusionGemma\): the model pool loads it through canvas-service.ts/,
     );
     expect(bad({ contract_version: 4 })).toThrow(/contract_version/);
     expect(bad({ logits_shift: 2 })).toThrow(/logits_shift/);

@@ -2,6 +2,7 @@ import path from "node:path";
 import type { Registry } from "prom-client";
 import type { Logger } from "../../lib/logger.js";
 import type { ForwardRunner } from "./decoder/forward.js";
+import { type CanvasEngine, isCanvasModelDir, loadCanvasEngine } from "./canvas-service.js";
 import { createModelEngine, type ModelEngine } from "./engine.js";
 import { engineMetrics } from "./metrics.js";
 import { loadModelDir } from "./model-dir.js";
@@ -42,6 +43,8 @@ export interface ModelPool {
   /** The engine serving this id, or undefined. */
   engine(servingId: string): ModelEngine | undefined;
   readonly engines: readonly ModelEngine[];
+  /** The canvas model (contract v3) serving this id, or undefined (canvas-service.ts). */
+  canvas?(servingId: string): CanvasEngine | undefined;
   /** Refuses new work, cancels what is running, releases the sessions. */
   close(): Promise<void>;
 }
@@ -60,6 +63,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
 
   const engines: ModelEngine[] = [];
   const byId = new Map<string, ModelEngine>();
+  const canvases = new Map<string, CanvasEngine>();
   const names = new Set<string>();
   try {
     for (const [dir, servingIds] of byDir) {
@@ -67,6 +71,18 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
       for (let n = 2; names.has(name); n++) name = `${path.basename(dir)}-${n}`;
       names.add(name);
       const started = performance.now();
+      if (isCanvasModelDir(dir)) {
+        const canvas = await loadCanvasEngine(dir, name, servingIds, options.intraOpThreads);
+        for (const id of servingIds) {
+          if (byId.has(id) || canvases.has(id)) throw new Error(`serving id "${id}" is configured twice`);
+          canvases.set(id, canvas);
+        }
+        options.logger?.info(
+          { model: name, servingIds, dir, decoding: "canvas", loadMs: Math.round(performance.now() - started) },
+          "model loaded",
+        );
+        continue;
+      }
       const model = await loadModelDir(dir, {
         ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
         ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
@@ -107,18 +123,19 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
       );
     }
   } catch (err) {
-    await Promise.all(engines.map((e) => e.close()));
+    await Promise.all([...engines, ...new Set(canvases.values())].map((e) => e.close()));
     throw err;
   }
 
   return {
-    servingIds: [...byId.keys()],
+    servingIds: [...byId.keys(), ...canvases.keys()],
     slotsTotal: engines.reduce((sum, e) => sum + e.scheduler.slots.total, 0),
     slotsFree: () => engines.reduce((sum, e) => sum + e.scheduler.slots.free, 0),
     engine: (id) => byId.get(id),
     engines,
+    canvas: (id) => canvases.get(id),
     close: async () => {
-      await Promise.all(engines.map((e) => e.close()));
+      await Promise.all([...engines, ...new Set(canvases.values())].map((e) => e.close()));
     },
   };
 }

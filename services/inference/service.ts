@@ -21,8 +21,9 @@ import type { BlockText } from "./decoder/sequence.js";
 import type { CommittedLogprob } from "./decoder/logprobs.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { withConnectErrors } from "./connect-errors.js";
+import { canvasCountTokens, canvasGenerate } from "./canvas-service.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
-import { InvalidRequest, ModelNotServed, PromptTooLong } from "./engine-errors.js";
+import { InvalidRequest, ModelNotServed, PromptTooLong, Unsupported } from "./engine-errors.js";
 import { DEFAULT_GRAMMAR_WORKERS, grammarPoolFor } from "./grammar/grammar-client.js";
 import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "./grammar/model-grammars.js";
 import { bannedTokenIds } from "./decoder/unmask.js";
@@ -192,6 +193,8 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
 
   return {
     async *generate(req: GenerateRequest, ctx: HandlerContext): AsyncGenerator<GenerateResponse> {
+      const canvas = pool.canvas?.(req.model);
+      if (canvas !== undefined) return yield* canvasGenerate(canvas, req, ctx, workerId);
       const started = performance.now();
       const engine = engineFor(req.model);
       const options = req.options;
@@ -303,6 +306,11 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     },
 
     async score(req: ScoreRequest, ctx: HandlerContext) {
+      if (pool.canvas?.(req.model) !== undefined) {
+        throw new Unsupported(
+          `model "${req.model}" denoises canvases from random tokens; decisions read a masked answer slot, which it has no pass for yet`,
+        );
+      }
       const engine = engineFor(req.model);
       const out = await scoreSuffixes(
         engine,
@@ -317,6 +325,8 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     },
 
     async countTokens(req: CountTokensRequest) {
+      const canvas = pool.canvas?.(req.model);
+      if (canvas !== undefined) return await canvasCountTokens(canvas, req);
       const engine = engineFor(req.model);
       if (req.rawPrompt !== undefined) return { tokens: (await rawPromptIds(req, engine, req.rawPrompt)).length };
       if (req.messages.length === 0) return { tokens: (await engine.model.text.encode(req.text)).length };
@@ -324,6 +334,12 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     },
 
     getModelInfo(req: GetModelInfoRequest) {
+      const canvas = pool.canvas?.(req.model);
+      if (canvas !== undefined) {
+        const { config } = canvas.model;
+        const common = { model: req.model, maxPositions: config.maxPositions, blockSize: config.canvasLength, slotsTotal: 0, slotsFree: 0 };
+        return { ...common, supportsImages: false, supportsTools: false, supportsThinking: false };
+      }
       const engine = engineFor(req.model);
       const { config, decision } = engine.model;
       return {

@@ -23,6 +23,8 @@ export interface TestTesseraOptions {
    * model directory does not exist, so no pool is loaded (tests announce workers themselves).
    */
   models?: "none" | "tiny" | "bundled";
+  /** Serve this model directory instead of `models` (e.g. a converted DiffusionGemma). */
+  modelDir?: string;
   /** Extra TESSERA_* settings. */
   env?: Record<string, string>;
   /** Reuse a data directory (restart tests); a fresh temporary one otherwise. */
@@ -86,7 +88,8 @@ export async function startTestTessera(options: TestTesseraOptions = {}): Promis
   const scratch = mkdtempSync(join(tmpdir(), "tessera-test-"));
   const dataDir = options.dataDir ?? join(scratch, "data");
   const modelDir =
-    options.models === "tiny" ? TINY_MODEL_DIR : options.models === "bundled" ? BUNDLED_MODEL_DIR : join(scratch, "no-model-here");
+    options.modelDir ??
+    (options.models === "tiny" ? TINY_MODEL_DIR : options.models === "bundled" ? BUNDLED_MODEL_DIR : join(scratch, "no-model-here"));
   const key = newApiKey();
   const config = loadConfig({
     env: {

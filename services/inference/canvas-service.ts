@@ -1,0 +1,178 @@
+/**
+ * Generate and CountTokens for a canvas model (contract v3, DiffusionGemma): the chat prompt
+ * as for every model (chat-prompt.ts, with the capabilities the v3 config gives: no tools,
+ * thinking or images), decoded by the canvas decoder, its canvases streamed as deltas. What a
+ * canvas cannot do yet is refused with InvalidArgument (an OpenAI 400) saying why: JSON modes
+ * and forced tool calls (the grammar's frontier rule needs masked positions), logprobs,
+ * `stop`, raw prompts and the live denoising view.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import {
+  type CountTokensRequest,
+  FinishReason,
+  GenerateDeltaSchema,
+  type GenerateRequest,
+  type GenerateResponse,
+  GenerateResponseSchema,
+  ResponseFormatType,
+} from "../../gen/tessera/inference/v1/inference_pb.js";
+import { buildChatPrompt } from "./chat-prompt.js";
+import { CanvasDecoder, seededDraws } from "./decoder/canvas/canvas-decoder.js";
+import { type CanvasModel, loadCanvasModel } from "./decoder/canvas/canvas-model.js";
+import { effectiveMaxTokens } from "./engine.js";
+import { InvalidRequest, PromptTooLong } from "./engine-errors.js";
+
+const NO_CAPABILITIES = { images: false, tools: false, thinking: false };
+
+export interface CanvasEngine {
+  name: string;
+  servingIds: string[];
+  model: CanvasModel;
+  decoder: CanvasDecoder;
+  close(): Promise<void>;
+}
+
+/** Whether a model directory is a canvas model (config.json's contract_version 3). */
+export function isCanvasModelDir(dir: string): boolean {
+  const file = path.join(dir, "config.json");
+  if (!existsSync(file)) return false;
+  try {
+    return (JSON.parse(readFileSync(file, "utf8")) as { contract_version?: unknown }).contract_version === 3;
+  } catch {
+    return false;
+  }
+}
+
+export async function loadCanvasEngine(dir: string, name: string, servingIds: string[], intraOpThreads?: number): Promise<CanvasEngine> {
+  const model = await loadCanvasModel(dir, intraOpThreads !== undefined ? { intraOpThreads } : {});
+  const decoder = new CanvasDecoder(model);
+  return { name, servingIds, model, decoder, close: () => model.close() };
+}
+
+const invalid = (message: string) => new InvalidRequest(message);
+
+function refuseUnsupported(req: GenerateRequest): void {
+  const options = req.options;
+  const format = options?.responseFormat?.type;
+  if (format === ResponseFormatType.JSON_OBJECT || format === ResponseFormatType.JSON_SCHEMA) {
+    throw invalid(
+      `model "${req.model}" denoises a canvas of random tokens, which the grammar's frontier rule (it needs masked positions) cannot constrain: response_format json_object / json_schema is not supported on it`,
+    );
+  }
+  if (options?.toolChoice?.choice.case === "functionName") {
+    throw invalid(
+      `model "${req.model}" denoises a canvas, which cannot be constrained to a forced tool call: tool_choice naming a function is not supported on it`,
+    );
+  }
+  if (options?.logprobs === true) throw invalid(`model "${req.model}" (a canvas model) does not report logprobs yet`);
+  if ((options?.stop ?? []).length > 0) throw invalid(`model "${req.model}" (a canvas model) does not take stop sequences yet`);
+  if (options?.includeDenoising === true) throw invalid(`model "${req.model}" (a canvas model) has no live denoising view yet`);
+  if (req.rawPrompt !== undefined) throw invalid(`model "${req.model}" (a canvas model) takes chat messages only`);
+}
+
+async function promptIds(engine: CanvasEngine, req: Pick<GenerateRequest, "model" | "messages" | "tools" | "options">): Promise<number[]> {
+  const built = buildChatPrompt(req.model, NO_CAPABILITIES, { messages: req.messages, tools: req.tools, options: req.options });
+  let text: string;
+  try {
+    text = engine.model.renderChat(built.variables as unknown as Record<string, unknown>);
+  } catch (err) {
+    throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return engine.model.tokenizer.encode(text);
+}
+
+export async function canvasCountTokens(engine: CanvasEngine, req: CountTokensRequest): Promise<{ tokens: number }> {
+  if (req.rawPrompt !== undefined) throw invalid(`model "${req.model}" (a canvas model) takes chat messages only`);
+  if (req.messages.length === 0) return { tokens: engine.model.tokenizer.encode(req.text).length };
+  return { tokens: (await promptIds(engine, req)).length };
+}
+
+export async function* canvasGenerate(
+  engine: CanvasEngine,
+  req: GenerateRequest,
+  ctx: HandlerContext,
+  workerId: string,
+): AsyncGenerator<GenerateResponse> {
+  refuseUnsupported(req);
+  const ids = await promptIds(engine, req);
+  const { config, tokenizer } = engine.model;
+  const context = config.maxPositions - config.canvasLength;
+  if (ids.length >= context)
+    throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
+  const maxTokens = effectiveMaxTokens(req.options?.maxTokens ?? 0, ids.length, context);
+  // Deltas as each canvas finishes, through a small queue the decoder's callback fills.
+  const pending: number[][] = [];
+  let wake: (() => void) | undefined;
+  let done = false;
+  const result = engine.decoder.generate({
+    promptIds: ids,
+    maxTokens,
+    draws: seededDraws((Math.random() * 2 ** 32) >>> 0),
+    signal: ctx.signal,
+    onCanvas: (tokens) => {
+      pending.push([...tokens]);
+      wake?.();
+    },
+  });
+  const settle = () => {
+    done = true;
+    wake?.();
+  };
+  result.then(settle, settle);
+  yield create(GenerateResponseSchema, { event: { case: "started", value: { model: req.model, promptTokens: ids.length, workerId } } });
+  const reply: number[] = [];
+  let shown = "";
+  let canvasIndex = 0;
+  for (;;) {
+    while (pending.length > 0) {
+      reply.push(...pending.shift()!);
+      const text = tokenizer.decode(reply);
+      // Hold back a trailing partial UTF-8 character until the next canvas completes it.
+      const safe = text.endsWith("\uFFFD") ? text.slice(0, text.lastIndexOf("\uFFFD")) : text;
+      if (safe.length > shown.length) {
+        const delta = create(GenerateDeltaSchema, {
+          content: safe.slice(shown.length),
+          blockIndex: canvasIndex,
+          completionTokens: reply.length,
+        });
+        shown = safe;
+        yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
+      }
+      canvasIndex++;
+    }
+    if (done) break;
+    await new Promise<void>((resolve) => {
+      wake = resolve;
+      if (pending.length > 0 || done) resolve();
+    });
+    wake = undefined;
+  }
+  const r = await result;
+  const tail = tokenizer.decode(r.tokens);
+  if (tail.length > shown.length) {
+    yield create(GenerateResponseSchema, {
+      event: {
+        case: "delta",
+        value: create(GenerateDeltaSchema, {
+          content: tail.slice(shown.length),
+          blockIndex: canvasIndex,
+          completionTokens: r.tokens.length,
+        }),
+      },
+    });
+  }
+  const completionTokens = r.tokens.length;
+  yield create(GenerateResponseSchema, {
+    event: {
+      case: "finished",
+      value: {
+        finishReason: r.finishReason === "stop" ? FinishReason.STOP : FinishReason.LENGTH,
+        usage: { promptTokens: ids.length, completionTokens, totalTokens: ids.length + completionTokens },
+        forwardPasses: r.steps,
+      },
+    },
+  });
+}

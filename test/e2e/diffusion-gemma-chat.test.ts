@@ -1,0 +1,85 @@
+// DiffusionGemma end to end: the official `openai` client over real HTTP against the embedded
+// server serving the tiny converted DiffusionGemma (contract v3, decoded on canvases). Random
+// weights, so the text is noise; what is pinned down is the shape (chat, stream, usage, finish
+// reasons) and the refusals a canvas model answers with a 400 that says why.
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
+import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
+import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+
+if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
+
+const MODEL = "textmodel-26b";
+const ask = { model: MODEL, messages: [{ role: "user" as const, content: "Hello! How can I help you today?" }] };
+
+describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) through the openai client", () => {
+  let tessera: TestTessera;
+  let client: OpenAI;
+  beforeAll(async () => {
+    const fx = await diffusionGemmaFixture();
+    tessera = await startTestTessera({ modelDir: fx.model });
+    client = new OpenAI({ apiKey: tessera.key, baseURL: `${tessera.url}/v1`, maxRetries: 0, timeout: 60_000 });
+  }, 300_000);
+  afterAll(async () => {
+    await tessera?.close();
+  });
+
+  it("chat: a reply, its finish reason and usage (max_tokens reached across canvases of 16)", async () => {
+    const r = await client.chat.completions.create({ ...ask, max_tokens: 40 });
+    const choice = r.choices[0]!;
+    expect(typeof choice.message.content).toBe("string");
+    expect(["stop", "length"]).toContain(choice.finish_reason);
+    expect(r.usage!.prompt_tokens).toBeGreaterThan(5);
+    expect(r.usage!.completion_tokens).toBeGreaterThan(0);
+    expect(r.usage!.completion_tokens).toBeLessThanOrEqual(40);
+    if (choice.finish_reason === "length") expect(r.usage!.completion_tokens).toBe(40);
+  }, 120_000);
+
+  it("stream: content arrives as canvases finish, then the finish reason and usage", async () => {
+    const stream = await client.chat.completions.create({ ...ask, max_tokens: 48, stream: true, stream_options: { include_usage: true } });
+    const chunks: OpenAI.ChatCompletionChunk[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    const content = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+    const finish = chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0]?.finish_reason;
+    const usage = chunks.find((c) => c.usage)?.usage;
+    expect(["stop", "length"]).toContain(finish);
+    expect(usage!.completion_tokens).toBeGreaterThan(0);
+    expect(content.length).toBeGreaterThan(0);
+    expect(chunks.filter((c) => (c.choices[0]?.delta.content ?? "") !== "").length).toBeGreaterThanOrEqual(1);
+  }, 120_000);
+
+  it("refuses JSON modes, forced tool calls and tools with a 400 that says why", async () => {
+    const refused = async (params: Record<string, unknown>) => {
+      try {
+        await client.chat.completions.create({ ...ask, max_tokens: 16, ...params } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+      } catch (err) {
+        expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+        return (err as InstanceType<typeof OpenAI.BadRequestError>).message;
+      }
+      throw new Error("not refused");
+    };
+    expect(await refused({ response_format: { type: "json_object" } })).toMatch(
+      /denoises a canvas.*json_object \/ json_schema is not supported/,
+    );
+    const tool = { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: {} } } };
+    expect(await refused({ tools: [tool], tool_choice: { type: "function", function: { name: "get_weather" } } })).toMatch(
+      /forced tool call|does not support tools/,
+    );
+    expect(await refused({ tools: [tool] })).toMatch(/does not support tools/);
+  }, 120_000);
+
+  it("refuses a decision with a 400 that says why (no decision pass on a canvas yet)", async () => {
+    const res = await tessera.fetch("/v1/systemone", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "decisionmodel-0.1", state: "an order", questions: { ok: { type: "noul" } } }),
+    });
+    const text = await res.text();
+    expect(res.status, text).toBeGreaterThanOrEqual(400);
+    expect(res.status, text).toBeLessThan(500);
+    // The converter writes no decision.json for a canvas model (and Score refuses one if it is added).
+    expect(res.status, text).toBe(400);
+    expect(text).toMatch(/has no decision configuration \(decision.json\)/);
+  }, 60_000);
+});
