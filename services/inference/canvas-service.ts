@@ -24,6 +24,7 @@ import { CanvasDecoder, seededDraws } from "./decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "./decoder/canvas/canvas-model.js";
 import { effectiveMaxTokens } from "./engine.js";
 import { InvalidRequest, PromptTooLong } from "./engine-errors.js";
+import type { EngineMetrics } from "./metrics.js";
 
 const NO_CAPABILITIES = { images: false, tools: false, thinking: false };
 
@@ -32,8 +33,16 @@ export interface CanvasEngine {
   servingIds: string[];
   model: CanvasModel;
   decoder: CanvasDecoder;
+  /**
+   * The engine metrics, where the canvas maps onto them: `committedPerForward` (policy "canvas")
+   * is the tokens accepted per denoising step, `forwardsPerBlock` the steps per canvas.
+   */
+  metrics: EngineMetrics | undefined;
   close(): Promise<void>;
 }
+
+/** The unmasking-policy label of canvas decoding in the engine metrics. */
+export const CANVAS_POLICY_LABEL = "canvas";
 
 /** Whether a model directory is a canvas model (config.json's contract_version 3). */
 export function isCanvasModelDir(dir: string): boolean {
@@ -46,10 +55,15 @@ export function isCanvasModelDir(dir: string): boolean {
   }
 }
 
-export async function loadCanvasEngine(dir: string, name: string, servingIds: string[], intraOpThreads?: number): Promise<CanvasEngine> {
-  const model = await loadCanvasModel(dir, intraOpThreads !== undefined ? { intraOpThreads } : {});
+export async function loadCanvasEngine(
+  dir: string,
+  name: string,
+  servingIds: string[],
+  options: { intraOpThreads?: number | undefined; metrics?: EngineMetrics | undefined } = {},
+): Promise<CanvasEngine> {
+  const model = await loadCanvasModel(dir, options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {});
   const decoder = new CanvasDecoder(model);
-  return { name, servingIds, model, decoder, close: () => model.close() };
+  return { name, servingIds, model, decoder, metrics: options.metrics, close: () => model.close() };
 }
 
 const invalid = (message: string) => new InvalidRequest(message);
@@ -107,12 +121,21 @@ export async function* canvasGenerate(
   const pending: number[][] = [];
   let wake: (() => void) | undefined;
   let done = false;
+  const started = performance.now();
+  const labels = { model: engine.name, policy: CANVAS_POLICY_LABEL };
+  let canvasSteps = 0;
   const result = engine.decoder.generate({
     promptIds: ids,
     maxTokens,
     draws: seededDraws((Math.random() * 2 ** 32) >>> 0),
     signal: ctx.signal,
+    onStep: (e) => {
+      canvasSteps++;
+      engine.metrics?.committedPerForward.observe(labels, e.accepted);
+    },
     onCanvas: (tokens) => {
+      engine.metrics?.forwardsPerBlock.observe(labels, canvasSteps);
+      canvasSteps = 0;
       pending.push([...tokens]);
       wake?.();
     },
@@ -165,6 +188,8 @@ export async function* canvasGenerate(
     });
   }
   const completionTokens = r.tokens.length;
+  engine.metrics?.generatedTokens.inc({ model: engine.name }, completionTokens);
+  engine.metrics?.requestDuration.observe({ model: engine.name }, (performance.now() - started) / 1000);
   yield create(GenerateResponseSchema, {
     event: {
       case: "finished",

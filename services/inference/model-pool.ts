@@ -72,7 +72,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
       names.add(name);
       const started = performance.now();
       if (isCanvasModelDir(dir)) {
-        const canvas = await loadCanvasEngine(dir, name, servingIds, options.intraOpThreads);
+        const canvas = await loadCanvasEngine(dir, name, servingIds, { intraOpThreads: options.intraOpThreads, metrics });
         for (const id of servingIds) {
           if (byId.has(id) || canvases.has(id)) throw new Error(`serving id "${id}" is configured twice`);
           canvases.set(id, canvas);

@@ -34,6 +34,10 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) through the o
     expect(r.usage!.completion_tokens).toBeGreaterThan(0);
     expect(r.usage!.completion_tokens).toBeLessThanOrEqual(40);
     if (choice.finish_reason === "length") expect(r.usage!.completion_tokens).toBe(40);
+    // Tokens per step in the engine metrics: accepted tokens per denoising step, steps per canvas.
+    const metrics = await (await tessera.fetch("/metrics", { key: null })).text();
+    expect(metrics).toMatch(/tessera_committed_tokens_per_forward_count\{model="[^"]+",policy="canvas"\} [1-9]/);
+    expect(metrics).toMatch(/tessera_forwards_per_block_count\{model="[^"]+",policy="canvas"\} [1-9]/);
   }, 120_000);
 
   it("stream: content arrives as canvases finish, then the finish reason and usage", async () => {
