@@ -88,6 +88,7 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
     from .gemma_check import check, ort_driver
     from .gemma_export import export_graphs, graph_bytes, quantize, save_shared
     from .gemma_graphs import GemmaDenoiserGraph, GemmaEncoderGraph, layer_shapes
+    from .gemma_vision import check_vision, export_vision, vision_config_json
     from .model_dir import write_json
 
     if os.path.exists(out_dir) and not force:
@@ -130,16 +131,25 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
         enc_proto, dec_proto = export_graphs(enc, dec, shapes, text.hidden_size, work)
         progress(f"exported encoder + denoiser in {time.time() - t0:.1f} s ({weights})")
         enc_proto, dec_proto = quantize(enc_proto, weights, progress), quantize(dec_proto, weights, progress)
-        shared, unshared = save_shared({"encoder.onnx": enc_proto, "denoiser.onnx": dec_proto}, staging)
+        graphs = {"encoder.onnx": enc_proto, "denoiser.onnx": dec_proto}
+        has_vision = getattr(model.model.encoder, "vision_tower", None) is not None
+        if has_vision:
+            graphs["vision.onnx"] = quantize(export_vision(model, work), weights, progress)
+        shared, unshared = save_shared(graphs, staging)
         progress(f"weights.onnx.data: {shared / 1e6:.1f} MB for {unshared / 1e6:.1f} MB of graph weights (shared by content)")
         onnx_bytes = graph_bytes(staging)
         drv = ort_driver(os.path.join(staging, "encoder.onnx"), os.path.join(staging, "denoiser.onnx"), shapes, text.sliding_window)
         prompt_len = text.sliding_window + 3  # past the window, so the bounded sliding cache is exercised
         result = check(model, drv, prompt_len)
+        if has_vision:
+            result["vision"] = check_vision(model, os.path.join(staging, "vision.onnx"))
         progress("ONNX Runtime vs transformers (relative to 1 + |x|): " + ", ".join(f"{k} {v:.2e}" for k, v in result.items()))
         if weights == "fp32" and max(result.values()) > 1e-3:
             raise ConvertError(f"ONNX Runtime differs from transformers by {max(result.values()):.2e} (fp32 must agree within 1e-3)")
         config = config_json(model.config, shapes, tokens, stops, sampler, weights, ckpt)
+        if has_vision:
+            config["vision_file"] = "vision.onnx"
+            config["vision"] = vision_config_json(model)
         write_json(os.path.join(staging, "config.json"), config)
         write_json(os.path.join(staging, "tokenizer.json"), tok_json)
         tc_out = dict(tc)

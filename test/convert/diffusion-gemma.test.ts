@@ -13,9 +13,9 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
     fx = await diffusionGemmaFixture();
   }, 300_000);
 
-  it("fp32: encoder KV, denoiser logits and self-conditioning equal transformers' within 1e-3 (the summary's check)", () => {
+  it("fp32: encoder KV, denoiser logits, self-conditioning and image embeddings equal transformers' within 1e-3 (the summary's check)", () => {
     const { check } = fx.summary;
-    expect(Object.keys(check).sort()).toEqual(["encoder_kv", "logits", "self_conditioning"]);
+    expect(Object.keys(check).sort()).toEqual(["encoder_kv", "logits", "self_conditioning", "vision"]);
     for (const v of Object.values(check)) {
       expect(v).toBeGreaterThanOrEqual(0);
       expect(v).toBeLessThan(1e-3);
@@ -25,12 +25,24 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
 
   it("writes two graphs over one shared weights file, and the checkpoint's tokenizer, template and sampler settings", () => {
     const files = readdirSync(fx.model).sort();
-    expect(files).toEqual(["config.json", "denoiser.onnx", "encoder.onnx", "tokenizer.json", "tokenizer_config.json", "weights.onnx.data"]);
+    expect(files).toEqual([
+      "config.json",
+      "denoiser.onnx",
+      "encoder.onnx",
+      "tokenizer.json",
+      "tokenizer_config.json",
+      "vision.onnx",
+      "weights.onnx.data",
+    ]);
     const config = JSON.parse(readFileSync(join(fx.model, "config.json"), "utf8"));
     expect(config.contract_version).toBe(3);
     expect(config.decoding_family).toBe("canvas");
     expect(config.canvas_length).toBe(16);
     expect(config.sliding_window).toBe(8);
+    // The vision tower as its own graph, not yet placed into prompts (images stay refused).
+    expect(config.vision_file).toBe("vision.onnx");
+    expect(config.vision).toEqual({ patch_size: 4, pooling_kernel_size: 2, position_embedding_size: 64 });
+    expect(config.capabilities.images).toBe(false);
     expect(config.layers.map((l: { type: string }) => l.type)).toEqual([
       "sliding_attention",
       "full_attention",
