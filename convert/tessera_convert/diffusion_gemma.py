@@ -88,7 +88,7 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
     from .gemma_check import check, ort_driver
     from .gemma_export import export_graphs, graph_bytes, quantize, save_shared
     from .gemma_graphs import GemmaDenoiserGraph, GemmaEncoderGraph, layer_shapes
-    from .gemma_vision import check_vision, export_vision, vision_config_json
+    from .gemma_vision import check_image_prompt, check_vision, export_vision, vision_config_json
     from .model_dir import write_json
 
     if os.path.exists(out_dir) and not force:
@@ -138,11 +138,15 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
         shared, unshared = save_shared(graphs, staging)
         progress(f"weights.onnx.data: {shared / 1e6:.1f} MB for {unshared / 1e6:.1f} MB of graph weights (shared by content)")
         onnx_bytes = graph_bytes(staging)
-        drv = ort_driver(os.path.join(staging, "encoder.onnx"), os.path.join(staging, "denoiser.onnx"), shapes, text.sliding_window)
+        drv = ort_driver(os.path.join(staging, "encoder.onnx"), os.path.join(staging, "denoiser.onnx"), shapes, text.sliding_window, text.hidden_size)
         prompt_len = text.sliding_window + 3  # past the window, so the bounded sliding cache is exercised
         result = check(model, drv, prompt_len)
         if has_vision:
-            result["vision"] = check_vision(model, os.path.join(staging, "vision.onnx"))
+            vision_path = os.path.join(staging, "vision.onnx")
+            result["vision"] = check_vision(model, vision_path)
+            fresh = ort_driver(os.path.join(staging, "encoder.onnx"), os.path.join(staging, "denoiser.onnx"), shapes,
+                               text.sliding_window, text.hidden_size)
+            result["image_prompt_kv"] = check_image_prompt(model, fresh, vision_path)
         progress("ONNX Runtime vs transformers (relative to 1 + |x|): " + ", ".join(f"{k} {v:.2e}" for k, v in result.items()))
         if weights == "fp32" and max(result.values()) > 1e-3:
             raise ConvertError(f"ONNX Runtime differs from transformers by {max(result.values()):.2e} (fp32 must agree within 1e-3)")

@@ -33,8 +33,8 @@ def rel(ref: np.ndarray, got: np.ndarray) -> float:
 class Driver:
     """Runs encoder/denoiser graphs given as callables of numpy feeds -> list of numpy outputs."""
 
-    def __init__(self, shapes, window: int, encode: Callable, denoise: Callable) -> None:
-        self.shapes, self.window, self.encode_fn, self.denoise_fn = shapes, window, encode, denoise
+    def __init__(self, shapes, window: int, hidden: int, encode: Callable, denoise: Callable) -> None:
+        self.shapes, self.window, self.hidden, self.encode_fn, self.denoise_fn = shapes, window, hidden, encode, denoise
         self.past = [np.zeros((1, kv, 0, d), np.float32) for (_, kv, d) in shapes for _ in range(2)]
         self.k_pos = {"full": np.zeros((1, 0), np.int64), "sliding": np.zeros((1, 0), np.int64)}
         self.length = 0
@@ -51,10 +51,17 @@ class Driver:
         _, sliding = masks(pos, np.concatenate([self.k_pos["sliding"], pos], 1), self.window, causal)
         return full, sliding
 
-    def encode(self, ids: np.ndarray) -> List[np.ndarray]:
+    def encode(self, ids: np.ndarray, image_embeds: np.ndarray = None, image_blocks=()) -> List[np.ndarray]:
+        """``image_blocks``: (start, end) index ranges of ``ids`` holding one image's tokens each,
+        which attend to each other both ways (``use_bidirectional_attention: "vision"``)."""
         pos = np.arange(self.length, self.length + ids.shape[1], dtype=np.int64)[None]
         full, sliding = self._masks(pos, causal=True)
-        out = self.encode_fn({"input_ids": ids, "position_ids": pos, "full_attention_mask": full,
+        for start, end in image_blocks:
+            for m in (full, sliding):
+                m[:, :, start:end, m.shape[3] - ids.shape[1] + start: m.shape[3] - ids.shape[1] + end] = 0.0
+        if image_embeds is None:
+            image_embeds = np.zeros((0, self.hidden), np.float32)
+        out = self.encode_fn({"input_ids": ids, "position_ids": pos, "image_embeds": image_embeds, "full_attention_mask": full,
                               "sliding_attention_mask": sliding, **self._past_feeds()})
         keep = self.window - 1
         for l, (t, _, _) in enumerate(self.shapes):
@@ -121,6 +128,7 @@ def check(hf_model, driver: Driver, prompt_len: int, seed: int = 0) -> Dict[str,
 
 
 def torch_driver(hf_model, encoder, denoiser, shapes, window) -> Driver:
+    hidden = hf_model.config.text_config.hidden_size
     def run(module, names):
         def call(feeds):
             with torch.no_grad():
@@ -130,12 +138,12 @@ def torch_driver(hf_model, encoder, denoiser, shapes, window) -> Driver:
 
     from .gemma_export import decoder_input_names, encoder_input_names
 
-    return Driver(shapes, window, run(encoder, encoder_input_names(len(shapes))), run(denoiser, decoder_input_names(len(shapes))))
+    return Driver(shapes, window, hidden, run(encoder, encoder_input_names(len(shapes))), run(denoiser, decoder_input_names(len(shapes))))
 
 
-def ort_driver(encoder_path: str, denoiser_path: str, shapes, window) -> Driver:
+def ort_driver(encoder_path: str, denoiser_path: str, shapes, window, hidden: int) -> Driver:
     import onnxruntime as ort
 
     enc = ort.InferenceSession(encoder_path, providers=["CPUExecutionProvider"])
     dec = ort.InferenceSession(denoiser_path, providers=["CPUExecutionProvider"])
-    return Driver(shapes, window, lambda f: enc.run(None, f), lambda f: dec.run(None, f))
+    return Driver(shapes, window, hidden, lambda f: enc.run(None, f), lambda f: dec.run(None, f))

@@ -21,7 +21,7 @@ ALIGN = 64
 
 
 def encoder_input_names(layers: int) -> List[str]:
-    return ["input_ids", "position_ids", "full_attention_mask", "sliding_attention_mask"] + past_names(layers)
+    return ["input_ids", "position_ids", "image_embeds", "full_attention_mask", "sliding_attention_mask"] + past_names(layers)
 
 
 def decoder_input_names(layers: int) -> List[str]:
@@ -62,9 +62,11 @@ def export_graphs(encoder, denoiser, shapes, hidden: int, work_dir: str):
     g = torch.Generator().manual_seed(0)
     b, s, pf, ps, c = 2, 5, 7, 3, 4  # distinct sizes, so no axis is mistaken for another while tracing
     pos = torch.arange(pf, pf + s).repeat(b, 1)
-    enc_args = (torch.randint(0, 10, (b, s), generator=g), pos, torch.zeros(b, 1, s, pf + s), torch.zeros(b, 1, s, ps + s),
+    ids = torch.randint(0, 10, (b, s), generator=g)
+    ids[0, 1:3] = encoder.image_token_id  # two image rows, so the scatter is traced with a real N
+    enc_args = (ids, pos, torch.randn(2, hidden, generator=g), torch.zeros(b, 1, s, pf + s), torch.zeros(b, 1, s, ps + s),
                 *_example_past(shapes, b, pf, ps, g))
-    enc_axes = {"input_ids": {0: "batch", 1: "seq"}, "position_ids": {0: "batch", 1: "seq"},
+    enc_axes = {"input_ids": {0: "batch", 1: "seq"}, "position_ids": {0: "batch", 1: "seq"}, "image_embeds": {0: "images"},
                 "full_attention_mask": {0: "batch", 2: "seq", 3: "full_total"},
                 "sliding_attention_mask": {0: "batch", 2: "seq", 3: "sliding_total"}}
     enc_axes.update(_past_axes(shapes, past_names(layers), "past"))

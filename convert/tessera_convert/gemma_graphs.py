@@ -146,17 +146,25 @@ class _Stack(nn.Module):
 
 
 class GemmaEncoderGraph(nn.Module):
-    """``forward(input_ids, position_ids, full_attention_mask, sliding_attention_mask, *past)`` -> presents."""
+    """``forward(input_ids, position_ids, image_embeds, full_attention_mask, sliding_attention_mask, *past)``
+    -> presents. ``image_embeds`` ``[N, H]`` (vision.onnx's rows, N = 0 for text) replace the
+    embeddings of the first N ``image_token_id`` positions, in order, as transformers' masked_scatter does."""
 
     def __init__(self, hf_model) -> None:
         super().__init__()
         lm = hf_model.model.encoder.language_model
         self.text_config = lm.config
         self.embed = lm.embed_tokens
+        self.image_token_id = int(hf_model.config.image_token_id)
         self.stack = _Stack(lm.config, lm.layers, lm.rotary_emb)
 
-    def forward(self, input_ids, position_ids, full_attention_mask, sliding_attention_mask, *past_flat):
+    def forward(self, input_ids, position_ids, image_embeds, full_attention_mask, sliding_attention_mask, *past_flat):
         x = self.embed(input_ids)
+        flat_x = x.reshape(-1, x.shape[-1])
+        # The first N image-token positions take the N rows; a generated image token (a canvas
+        # encoded back, no pixels) keeps its embedding, as in transformers.
+        slots = torch.nonzero(input_ids.reshape(-1) == self.image_token_id).reshape(-1, 1)[: image_embeds.shape[0]]
+        x = flat_x.scatter(0, slots.expand(-1, x.shape[-1]), image_embeds).reshape(x.shape)
         _, flat = self.stack.run(x, position_ids, full_attention_mask, sliding_attention_mask, past_flat)
         return tuple(flat)
 

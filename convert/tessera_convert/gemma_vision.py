@@ -82,3 +82,38 @@ def vision_config_json(hf_model) -> Dict[str, int]:
     vc = hf_model.config.vision_config
     return {"patch_size": vc.patch_size, "pooling_kernel_size": vc.pooling_kernel_size,
             "position_embedding_size": vc.position_embedding_size}
+
+
+def check_image_prompt(hf_model, driver, vision_path: str) -> float:
+    """An image prompt's KV cache through vision.onnx + encoder.onnx (the engine's masks: one
+    image's tokens attend to each other both ways) against transformers' encoder given the
+    pixels and ``mm_token_type_ids``, with the masks ``generate`` builds. Worst relative difference."""
+    import onnxruntime as ort
+    from transformers import DynamicCache
+
+    from .gemma_check import rel
+
+    cfg = hf_model.config
+    vc = cfg.vision_config
+    h, w = sizes(vc)[0]
+    pv, ppos = patches(vc, h, w, 7)
+    n = pv.shape[1] // vc.pooling_kernel_size**2
+    text = [cfg.text_config.bos_token_id, 40, 41, cfg.boi_token_id]
+    ids = torch.tensor([text + [cfg.image_token_id] * n + [cfg.eoi_token_id, 42, 43, 44]])
+    types = (ids == cfg.image_token_id).long()
+    pos = torch.arange(ids.shape[1])[None]
+    cache = DynamicCache(config=cfg.text_config)
+    enc = hf_model.model.encoder
+    with torch.no_grad():
+        masks = enc.create_masks_for_generate(config=cfg, inputs_embeds=torch.empty(1, ids.shape[1], 0),
+                                              attention_mask=torch.ones(1, ids.shape[1], dtype=torch.bool),
+                                              past_key_values=cache, position_ids=pos, mm_token_type_ids=types)
+        enc(input_ids=ids, pixel_values=pv, image_position_ids=ppos, attention_mask=masks, past_key_values=cache, position_ids=pos)
+    sess = ort.InferenceSession(vision_path, providers=["CPUExecutionProvider"])
+    image_embeds = sess.run(None, {"pixel_values": pv.numpy(), "pixel_position_ids": ppos.numpy()})[0]
+    driver.encode(ids.numpy(), image_embeds, image_blocks=[(len(text), len(text) + n)])
+    worst = 0.0
+    for l in range(len(driver.shapes)):
+        layer = cache.layers[l]
+        worst = max(worst, rel(layer.keys.numpy(), driver.past[2 * l]), rel(layer.values.numpy(), driver.past[2 * l + 1]))
+    return worst

@@ -13,9 +13,9 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
     fx = await diffusionGemmaFixture();
   }, 300_000);
 
-  it("fp32: encoder KV, denoiser logits, self-conditioning and image embeddings equal transformers' within 1e-3 (the summary's check)", () => {
+  it("fp32: encoder KV, denoiser logits, self-conditioning, image embeddings and an image prompt's KV equal transformers' within 1e-3 (the summary's check)", () => {
     const { check } = fx.summary;
-    expect(Object.keys(check).sort()).toEqual(["encoder_kv", "logits", "self_conditioning", "vision"]);
+    expect(Object.keys(check).sort()).toEqual(["encoder_kv", "image_prompt_kv", "logits", "self_conditioning", "vision"]);
     for (const v of Object.values(check)) {
       expect(v).toBeGreaterThanOrEqual(0);
       expect(v).toBeLessThan(1e-3);

@@ -131,6 +131,8 @@ export class CanvasDecoder {
       BigInt64Array.from({ length: S }, (_, i) => BigInt(cache.length + i)),
       [1, S],
     );
+    // No images yet: vision.onnx's rows would go here, one per image_token_id position.
+    feeds.image_embeds = new ort.Tensor("float32", new Float32Array(0), [0, config.hiddenSize]);
     const out = await encoder.run(feeds);
     const presents = config.layers.flatMap((_, l) => [
       out[`present.${l}.key`]!.data as Float32Array,
