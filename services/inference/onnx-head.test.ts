@@ -11,7 +11,7 @@ import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { createOrtRunner, type ForwardInputs } from "./decoder/forward.js";
 import { kvShapeOf } from "./engine.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
-import { HEAD_SWITCH, withSkippableHead } from "./onnx-head.js";
+import { HEAD_SWITCH, LOGITS_AT, withSkippableHead } from "./onnx-head.js";
 import { withReadout } from "./onnx-readout.js";
 import { TINY_MODEL_DIR } from "../../test/helpers/inference-engine.js";
 
@@ -58,8 +58,15 @@ function feeds(seq: number, past: number): Record<string, ort.Tensor> {
   return f;
 }
 
-const headOn = () => new ort.Tensor("bool", Uint8Array.of(1), []);
-const headOff = () => new ort.Tensor("bool", Uint8Array.of(0), []);
+/** The head on, at `at` (indices into the forward's positions; all `seq` of one row by default). */
+const headOn = (seq: number, at: readonly number[] = Array.from({ length: seq }, (_, i) => i)) => ({
+  [HEAD_SWITCH]: new ort.Tensor("bool", Uint8Array.of(1), []),
+  [LOGITS_AT]: new ort.Tensor("int64", BigInt64Array.from(at, BigInt), [1, at.length]),
+});
+const headOff = () => ({
+  [HEAD_SWITCH]: new ort.Tensor("bool", Uint8Array.of(0), []),
+  [LOGITS_AT]: new ort.Tensor("int64", new BigInt64Array(0), [1, 0]),
+});
 
 /** Bit-for-bit equality (NaN and -0 included), with a short message on the first difference. */
 function expectSameBits(got: ort.Tensor, want: ort.Tensor, what: string): void {
@@ -84,7 +91,7 @@ describe("withSkippableHead", () => {
   });
 
   it("adds a boolean switch and keeps the contract's inputs and outputs", () => {
-    expect(edited.inputNames).toEqual([...original.inputNames, HEAD_SWITCH]);
+    expect(edited.inputNames).toEqual([...original.inputNames, HEAD_SWITCH, LOGITS_AT]);
     expect(edited.outputNames).toEqual(original.outputNames);
   });
 
@@ -95,8 +102,8 @@ describe("withSkippableHead", () => {
     it(`gives the model's logits and key/values to the bit when on, the same key/values and no logits when off (${seq} tokens after ${past})`, async () => {
       const f = feeds(seq, past);
       const want = await original.run(f);
-      const on = await edited.run({ ...f, [HEAD_SWITCH]: headOn() });
-      const off = await edited.run({ ...f, [HEAD_SWITCH]: headOff() });
+      const on = await edited.run({ ...f, ...headOn(seq) });
+      const off = await edited.run({ ...f, ...headOff() });
       expectSameBits(on.logits!, want.logits!, "logits");
       expect(off.logits!.dims).toEqual([0, 0, VOCAB]);
       for (const name of PRESENT) {
@@ -106,6 +113,20 @@ describe("withSkippableHead", () => {
     });
   }
 
+  it("computes the head at the positions asked for only: the unedited model's logits there, to the bit", async () => {
+    const f = feeds(150, 0);
+    const want = (await original.run(f)).logits!.data as Float32Array;
+    const at = [149, 3, 64, 3];
+    const got = await edited.run({ ...f, ...headOn(150, at) });
+    expect(got.logits!.dims).toEqual([1, at.length, VOCAB]);
+    const data = got.logits!.data as Float32Array;
+    at.forEach((position, k) => {
+      const row = data.subarray(k * VOCAB, (k + 1) * VOCAB);
+      const first = row.findIndex((x, v) => !Object.is(x, want[position * VOCAB + v]));
+      expect(first, `position ${position}: first difference at ${first}`).toBe(-1);
+    });
+  });
+
   it("runs none of the nodes only the logits need when off: no LM head, no last-layer MLP (ONNX Runtime's profile)", async () => {
     const bytes = withSkippableHead(readFileSync(MODEL_FILE), VOCAB)!;
     const ops = async (switchOn: boolean): Promise<Record<string, number>> => {
@@ -113,7 +134,7 @@ describe("withSkippableHead", () => {
       scratch.push(dir);
       const session = await open(bytes, { enableProfiling: true, profileFilePrefix: path.join(dir, "profile") });
       try {
-        await session.run({ ...feeds(32, 0), [HEAD_SWITCH]: switchOn ? headOn() : headOff() }, PRESENT);
+        await session.run({ ...feeds(32, 0), ...(switchOn ? headOn(32) : headOff()) }, PRESENT);
         session.endProfiling();
       } finally {
         await session.release();
@@ -145,11 +166,11 @@ describe("withSkippableHead", () => {
   it("composes with the greedy readout, which reads empty logits when the head is off", async () => {
     const session = await open(withReadout(withSkippableHead(readFileSync(MODEL_FILE), VOCAB)!, VOCAB, [1, 0])!);
     try {
-      const off = await session.run({ ...feeds(20, 0), [HEAD_SWITCH]: headOff() });
+      const off = await session.run({ ...feeds(20, 0), ...headOff() });
       // Empty (ONNX Runtime's ArgMax keeps the reduced axis of an empty input; nobody reads it).
       expect(off.tessera_readout_token!.size).toBe(0);
       expect(off.tessera_readout_confidence!.size).toBe(0);
-      const on = await session.run({ ...feeds(20, 0), [HEAD_SWITCH]: headOn() });
+      const on = await session.run({ ...feeds(20, 0), ...headOn(20) });
       expect(on.tessera_readout_token!.dims).toEqual([1, 20]);
     } finally {
       await session.release();
@@ -266,6 +287,7 @@ describe("the ONNX Runtime runner", () => {
 
   it("switches the head off on a prefill and fetches only the present key/values, the same bits as with the head", async () => {
     expect(model.skippableHead).toBe(true);
+    expect(model.session.inputNames).toContain(LOGITS_AT);
     const runs: { fetches: readonly string[]; head: number | undefined }[] = [];
     const session = model.session;
     const recording = {
@@ -299,6 +321,7 @@ describe("the ONNX Runtime runner", () => {
       { fetches: ["tessera_readout_confidence", "tessera_readout_token", ...PRESENT], head: 1 },
       { fetches: ["logits"], head: 1 },
     ]);
+    runs.length = 0;
     expect(prefill.logits).toBeUndefined();
     expect(prefill.readout).toBeUndefined();
     expect(step.readout!.token).toHaveLength(128);
@@ -307,6 +330,14 @@ describe("the ONNX Runtime runner", () => {
       expect(layer.key).toEqual(step.present![l]!.key);
       expect(layer.value).toEqual(step.present![l]!.value);
     });
+    // A readout forward's head at two positions only: those positions' logits, to the bit.
+    const narrow = await runner.run(
+      { ...inputs, logitsAt: { indices: BigInt64Array.of(127n, 5n), perRow: 2 } },
+      { present: false, output: "logits" },
+    );
+    expect(narrow.logits).toEqual(
+      Float32Array.of(...score.logits!.subarray(127 * VOCAB, 128 * VOCAB), ...score.logits!.subarray(5 * VOCAB, 6 * VOCAB)),
+    );
     await expect(runner.run(inputs, { present: false, output: "none" })).rejects.toThrow(/fetch something/);
   });
 });

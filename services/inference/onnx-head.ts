@@ -1,4 +1,5 @@
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { headAtPositions } from "./onnx-head-at.js";
 import { defaultOpset } from "./onnx-readout.js";
 import {
   ATTR_G,
@@ -12,6 +13,7 @@ import {
   concatBytes,
   DATA_BOOL,
   DATA_FLOAT,
+  DATA_INT64,
   GRAPH_INPUT,
   GRAPH_NAME,
   GRAPH_NODE,
@@ -38,6 +40,14 @@ import {
  * as before, `false` skips the output head (the logits come back empty, `[0, 0, V]`).
  */
 export const HEAD_SWITCH = "tessera_compute_logits";
+
+/**
+ * The int64 `[B, K]` input the engine adds beside HEAD_SWITCH when the head has the form it
+ * can narrow (see headAtPositions): the positions, as indices into the forward's `B * S`
+ * rows (`b * S + s`), whose logits the head computes. The logits come back `[B, K, V]`; all
+ * positions in order (`b * S + s` for every s) give the full `[B, S, V]`.
+ */
+export const LOGITS_AT = "tessera_logits_at";
 
 const LOGITS = "logits";
 const PREFIX = "tessera_head";
@@ -102,7 +112,7 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
   const inputs = fields.filter((f) => f.field === GRAPH_INPUT && f.payload !== undefined).map((f) => valueInfoName(f.payload!));
   const logits = outputs.find((o) => o.name === LOGITS);
   if (logits === undefined) return undefined;
-  const ours = (name: string) => name === HEAD_SWITCH || name.startsWith(PREFIX);
+  const ours = (name: string) => name === HEAD_SWITCH || name === LOGITS_AT || name.startsWith(PREFIX);
   if (inputs.some(ours) || nodes.some((n) => n.inputs.some(ours) || n.outputs.some(ours))) return undefined;
 
   const producer = new Map<string, number>();
@@ -132,11 +142,12 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
     (f) => f.field === GRAPH_VALUE_INFO && f.payload !== undefined && movedValues.has(valueInfoName(f.payload)),
   );
 
+  const narrowed = headAtPositions(nodes, moved, logitsProducer, { at: LOGITS_AT, prefix: PREFIX, output: HEAD_LOGITS });
   const thenBranch = new BinaryWriter();
   nodes.forEach((n, i) => {
     if (!moved.has(i)) return;
-    const payload = i === logitsProducer ? renamedOutput(n.field.payload!, LOGITS, HEAD_LOGITS) : n.field.payload!;
-    thenBranch.tag(GRAPH_NODE, WireType.LengthDelimited).bytes(payload);
+    const payloads = narrowed?.get(i) ?? [i === logitsProducer ? renamedOutput(n.field.payload!, LOGITS, HEAD_LOGITS) : n.field.payload!];
+    for (const payload of payloads) thenBranch.tag(GRAPH_NODE, WireType.LengthDelimited).bytes(payload);
   });
   thenBranch.tag(GRAPH_NAME, WireType.LengthDelimited).string(`${PREFIX}_then`);
   thenBranch.tag(GRAPH_OUTPUT, WireType.LengthDelimited).bytes(renamedValueInfo(logits.field.payload!, HEAD_LOGITS));
@@ -179,12 +190,13 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
   }
   added.join();
   added.tag(GRAPH_INPUT, WireType.LengthDelimited).bytes(tensorValueInfo(HEAD_SWITCH, DATA_BOOL, true));
+  if (narrowed !== undefined) added.tag(GRAPH_INPUT, WireType.LengthDelimited).bytes(tensorValueInfo(LOGITS_AT, DATA_INT64, false));
 
   const movedFields = new Set([...[...moved].map((i) => nodes[i]!.field), ...movedValueInfo]);
   return [...fields.filter((f) => !movedFields.has(f)).map((f) => f.raw), added.finish()];
 }
 
-interface Field {
+export interface Field {
   field: number;
   /** The whole field, tag included. */
   raw: Uint8Array;
@@ -193,7 +205,7 @@ interface Field {
 }
 
 /** The top-level fields of a message, as views of its bytes. */
-function fieldsOf(message: Uint8Array): Field[] {
+export function fieldsOf(message: Uint8Array): Field[] {
   const reader = new BinaryReader(message);
   const fields: Field[] = [];
   while (reader.pos < reader.len) {
@@ -212,17 +224,27 @@ function fieldsOf(message: Uint8Array): Field[] {
 
 const utf8 = new TextDecoder();
 
-function nodeOf(node: Uint8Array): { inputs: string[]; outputs: string[]; nested: boolean } {
+export interface GraphNode {
+  field: Field;
+  inputs: string[];
+  outputs: string[];
+  opType: string;
+  nested: boolean;
+}
+
+function nodeOf(node: Uint8Array): Omit<GraphNode, "field"> {
   const inputs: string[] = [];
   const outputs: string[] = [];
+  let opType = "";
   let nested = false;
   for (const f of fieldsOf(node)) {
     if (f.payload === undefined) continue;
     if (f.field === NODE_INPUT) inputs.push(utf8.decode(f.payload));
     else if (f.field === NODE_OUTPUT) outputs.push(utf8.decode(f.payload));
+    else if (f.field === NODE_OP_TYPE) opType = utf8.decode(f.payload);
     else if (f.field === NODE_ATTRIBUTE) nested ||= holdsGraph(f.payload);
   }
-  return { inputs, outputs, nested };
+  return { inputs, outputs, opType, nested };
 }
 
 function holdsGraph(attribute: Uint8Array): boolean {
@@ -270,7 +292,7 @@ function tensorValueInfo(name: string, elemType: number, scalar: boolean): Uint8
   return w.finish();
 }
 
-function renamedOutput(node: Uint8Array, from: string, to: string): Uint8Array {
+export function renamedOutput(node: Uint8Array, from: string, to: string): Uint8Array {
   const w = new BinaryWriter();
   for (const f of fieldsOf(node)) {
     if (f.field === NODE_OUTPUT && f.payload !== undefined && utf8.decode(f.payload) === from) {

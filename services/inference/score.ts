@@ -3,6 +3,7 @@ import type { ForwardFetch, ForwardInputs } from "./decoder/forward.js";
 import { SequenceKV } from "./decoder/kv-cache.js";
 import type { ModelEngine } from "./engine.js";
 import { InvalidRequest, ModelFailure } from "./engine-errors.js";
+import { LOGITS_AT } from "./onnx-head.js";
 import { handOver, isWorkerSession } from "./onnx-worker-session.js";
 import { copiedPast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
 import { planReadoutForwards } from "./score-plan.js";
@@ -216,7 +217,10 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   /** Every row's reads from batched forwards over `past` (each row's tokens right after it). */
   const readRows = async (rows: ReadoutRow[], past: ReadoutPast): Promise<void> => {
     if (rows.length === 0) return;
-    const batches = planReadoutForwards(rows, past.length, (seq) => maxRows(seq, past.length, engine));
+    // A narrowed head (onnx-head-at.ts) returns the logits of the answer slots only.
+    const narrowHead = engine.model.session.inputNames.includes(LOGITS_AT);
+    const slotsPerRow = Math.max(...rows.map((row) => new Set(row.reads.map((read) => read.at)).size));
+    const batches = planReadoutForwards(rows, past.length, (seq) => maxRows(seq, past.length, engine, narrowHead ? slotsPerRow : seq));
     // On a worker-thread session the worker writes the past's rows itself, from one shared copy;
     // on this thread they are copied into the scratch kept for the engine.
     const onWorker = isWorkerSession(engine.model.session);
@@ -229,6 +233,9 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
       for (const batch of batches) {
         if (signal?.aborted) throw canceled();
         const inputs = readoutInputs(batch, rowsPast, kvShape, blockSize, engine.decode.padTokenId, batchedPast);
+        // With a logits shift (contract v2) the slot's prediction is the row before it.
+        const slots = narrowHead ? answerSlots(batch, inputs.seq, shift) : undefined;
+        if (slots !== undefined) inputs.logitsAt = slots.logitsAt;
         // built for this forward only
         if (onWorker) for (const data of [inputs.inputIds, inputs.positionIds, inputs.attentionMask]) handOver(data);
         const out = await run(inputs, { present: false, output: "logits" });
@@ -236,8 +243,7 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
         const logits = out.logits!;
         batch.forEach((row, b) => {
           for (const read of row.reads) {
-            // With a logits shift (contract v2) the slot's prediction is the row before it.
-            const offset = (b * inputs.seq + read.at - shift) * V;
+            const offset = (slots === undefined ? b * inputs.seq + read.at - shift : slots.indexOf(b, read.at - shift)) * V;
             const logit = logits[offset + read.token]!;
             values[read.suffix]![read.label]! += singleOnly[read.suffix] ? logit : logit - logSumExp(logits, offset, V);
           }
@@ -273,6 +279,24 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   });
 }
 
+/**
+ * The positions a readout forward's head computes (onnx-head-at.ts): each row's answer slots,
+ * padded to the row with the most by repeating its first; and where each lands in the
+ * `[B, K, V]` logits.
+ */
+function answerSlots(rows: readonly ReadoutRow[], seq: number, shift: number) {
+  const perRowSlots = rows.map((row) => [...new Set(row.reads.map((read) => read.at - shift))]);
+  const perRow = Math.max(...perRowSlots.map((slots) => slots.length));
+  const indices = new BigInt64Array(rows.length * perRow);
+  perRowSlots.forEach((slots, b) => {
+    for (let k = 0; k < perRow; k++) indices[b * perRow + k] = BigInt(b * seq + (slots[k] ?? slots[0]!));
+  });
+  return {
+    logitsAt: { indices, perRow },
+    indexOf: (b: number, position: number) => b * perRow + perRowSlots[b]!.indexOf(position),
+  };
+}
+
 const scratches = new WeakMap<ModelEngine, PastScratch>();
 
 function scratchOf(engine: ModelEngine): PastScratch {
@@ -293,11 +317,14 @@ async function runModel<T>(engine: ModelEngine, run: () => Promise<T>): Promise<
   }
 }
 
-/** Most rows of `seq` tokens one readout forward may hold within FORWARD_BUDGET and FORWARD_ROW_TOKENS. */
-function maxRows(seq: number, past: number, engine: ModelEngine): number {
+/**
+ * Most rows of `seq` tokens one readout forward may hold within FORWARD_BUDGET and
+ * FORWARD_ROW_TOKENS, each with the logits of `logitRows` positions.
+ */
+function maxRows(seq: number, past: number, engine: ModelEngine, logitRows: number): number {
   const { vocabSize: V, kvShape } = engine.decode;
   const kvPerRow = 2 * kvShape.layers * kvShape.heads * kvShape.headDim * past;
-  const byMemory = Math.floor(FORWARD_BUDGET / (seq * V + seq * (past + seq) + kvPerRow));
+  const byMemory = Math.floor(FORWARD_BUDGET / (logitRows * V + seq * (past + seq) + kvPerRow));
   return Math.max(1, Math.min(byMemory, Math.floor(Math.min(FORWARD_ROW_TOKENS, engine.maxScoreRowTokens) / seq)));
 }
 

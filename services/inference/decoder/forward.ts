@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import { HEAD_SWITCH } from "../onnx-head.js";
+import { HEAD_SWITCH, LOGITS_AT } from "../onnx-head.js";
 import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx-readout.js";
 
 /** Per-layer key and value tensors, each `[B, H_kv, T, D]` flattened. */
@@ -20,6 +20,12 @@ export interface ForwardInputs {
   /** Additive `[B, 1, S, P+S]`. */
   attentionMask: Float32Array;
   pastKeyValues: LayerKV[];
+  /**
+   * `[B, K]` indices into the `B * S` positions (`b * S + s`): the only positions whose logits
+   * the forward computes, on a model whose head can be narrowed (onnx-head-at.ts); the logits
+   * are then `[B, K, V]`. All positions when absent.
+   */
+  logitsAt?: { indices: BigInt64Array; perRow: number };
 }
 
 /** The greedy readout of every position: see onnx-readout.ts. */
@@ -77,6 +83,7 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
   for (let l = 0; l < shape.layers; l++) presentNames.push(`present.${l}.key`, `present.${l}.value`);
   const hasReadout = session.outputNames.includes(READOUT_CONFIDENCE) && session.outputNames.includes(READOUT_TOKEN);
   const hasHeadSwitch = session.inputNames.includes(HEAD_SWITCH);
+  const hasLogitsAt = session.inputNames.includes(LOGITS_AT);
   const readoutNames = hasReadout ? [READOUT_CONFIDENCE, READOUT_TOKEN] : [];
   const outputNames = (fetch: ForwardFetch) => [
     ...(fetch.output === "none"
@@ -98,6 +105,7 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
         attention_mask: new ort.Tensor("float32", inputs.attentionMask, [B, 1, S, P + S]),
       };
       if (hasHeadSwitch) feeds[HEAD_SWITCH] = new ort.Tensor("bool", Uint8Array.of(fetch.output === "none" ? 0 : 1), []);
+      if (hasLogitsAt) feeds[LOGITS_AT] = logitsAtFeed(inputs, fetch.output === "none");
       const kvDims = [B, shape.heads, P, shape.headDim];
       inputs.pastKeyValues.forEach((layer, l) => {
         feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", layer.key, kvDims);
@@ -123,4 +131,14 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
       return result;
     },
   };
+}
+
+/** The head's positions: none for a forward that skips the head, else the asked ones or all. */
+function logitsAtFeed(inputs: ForwardInputs, skipped: boolean): ort.Tensor {
+  const { batch: B, seq: S, logitsAt } = inputs;
+  if (skipped) return new ort.Tensor("int64", new BigInt64Array(0), [B, 0]);
+  if (logitsAt !== undefined) return new ort.Tensor("int64", logitsAt.indices, [B, logitsAt.perRow]);
+  const all = new BigInt64Array(B * S);
+  for (let i = 0; i < all.length; i++) all[i] = BigInt(i);
+  return new ort.Tensor("int64", all, [B, S]);
 }
