@@ -5,6 +5,7 @@
 // other processes of a shared machine weigh less.
 //
 //   npx tsx bench/head-at.ts [--iterations N] [--model-dir DIR]
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -25,6 +26,10 @@ const { values } = parseArgs({
   },
 });
 const iterations = Number(values.iterations);
+if (!existsSync(values["model-dir"]!)) {
+  console.log(`head-at: no model at ${values["model-dir"]}, skipped`);
+  process.exit(0);
+}
 const model = await loadModelDir(values["model-dir"]!, { intraOpThreads: 1, worker: false });
 try {
   const shape = kvShapeOf(model);
