@@ -62,15 +62,20 @@ def main() -> None:
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     ap.add_argument("--out", required=True, help="decision.json to write")
     ap.add_argument("--report", default=None, help="JSON with the fit per type")
-    ap.add_argument("--max-len", type=int, default=1024)
+    ap.add_argument("--max-len", type=int, default=1024, help="longest prompt (model v2: 4096)")
     ap.add_argument("--limit", type=int, default=None, help="read only this many validation records (smoke tests)")
     args = ap.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = load_checkpoint(args.ckpt, device)
     tok = Tok(args.tokenizer)
-    val_path = next(p for p in [os.path.join(args.data, "val.jsonl.xz"), os.path.join(args.data, "val.jsonl")] if os.path.exists(p))
-    recs = [r for r in read_jsonl(val_path, args.limit) if r["k"] == "dec"]
+    recs = []
+    for name in ["val.jsonl", "val_v2.jsonl"]:  # val_v2: model v2's phrasings (prepare-v2.mjs), when present
+        found = [p for p in [os.path.join(args.data, name + ".xz"), os.path.join(args.data, name)] if os.path.exists(p)]
+        if found:
+            recs += [r for r in read_jsonl(found[0], args.limit) if r["k"] == "dec"]
+        elif name == "val.jsonl":
+            raise SystemExit(f"{args.data}: no {name}")
     examples, dropped = tokenize_records(recs, tok, 64, args.max_len)
     by_type: Dict[str, list] = {}
     qt_of_task = {r["task"]: r["qt"] for r in recs}

@@ -67,12 +67,27 @@ def read_jsonl(path: str, limit: Optional[int] = None) -> List[dict]:
     return [json.loads(l) for l in lines]
 
 
-def tokenize_records(records: Sequence[dict], tok, block_size: int, max_len: int) -> Tuple[List[Example], Dict[str, int]]:
-    """Tokenizes chat and decision records; returns examples and counts of what was dropped."""
+def raw_continuations(records: Sequence[dict], eos_text: str, cuts: int = 2, seed: int = 0) -> List[dict]:
+    """Plain-text records ({"k": "raw", "text"}) as prompt + continuation pairs with no chat
+    template, so ``/v1/completions`` learns to continue a prompt. Each text is cut ``cuts``
+    times at a space (the prompt keeps at least one word, the continuation at least a third
+    of the text), so prompt and continuation tokenize as the whole text does."""
+    rng = random.Random(seed)
+    out = []
+    for r in records:
+        text = r["text"]
+        spaces = [i for i, c in enumerate(text) if c == " " and 0 < i <= len(text) * 2 // 3]
+        for c in sorted(set(rng.sample(spaces, min(cuts, len(spaces))))):
+            out.append({"k": "chat", "task": r["task"], "p": text[:c], "r": text[c:] + eos_text})
+    return out
+
+
+def tokenize_records(records: Sequence[dict], tok, block_size: int, max_len: int, eos_text: str = "<|im_end|>") -> Tuple[List[Example], Dict[str, int]]:
+    """Tokenizes chat, raw-text and decision records; returns examples and counts of what was dropped."""
     mask_id = tok.token_id("<|mask|>")
     eos_id = tok.token_id("<|im_end|>")
     dropped = {"chat_too_long": 0, "decision_too_long": 0}
-    chats = [r for r in records if r["k"] == "chat"]
+    chats = [r for r in records if r["k"] == "chat"] + raw_continuations([r for r in records if r["k"] == "raw"], eos_text)
     decs = [r for r in records if r["k"] == "dec"]
     out: List[Example] = []
 

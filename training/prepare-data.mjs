@@ -16,6 +16,7 @@ import { createWriteStream, mkdirSync, readFileSync, writeFileSync } from "node:
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { isHeldOutWord } from "./data-src/heldout.mjs";
 import { createRng, inSplit } from "./data-src/rng.mjs";
 import { renderDecisionPrompt } from "../lib/decision-types/render.ts";
 import { decisionConfig } from "./data-src/render.mjs";
@@ -162,7 +163,7 @@ for (const s of yelp) {
 // ---------------- WordNet ----------------
 const synsets = loadWordNet();
 const lemmas = loadLemmas();
-const isPlain = (w) => /^[a-z][a-z-]*[a-z]$/.test(w) && w.length <= 20;
+const isPlain = (w) => /^[a-z][a-z-]*[a-z]$/.test(w) && w.length <= 20 && !isHeldOutWord(w);
 const sensesOf = (lemma) => {
   const entries = [...lemmas.get(lemma)].sort((a, b) => b.tagged - a.tagged);
   return entries

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from dataset import IGNORE, BatchStream, attention_allowed, batches, read_jsonl, tokenize_records  # noqa: E402
+from infer import load_checkpoint  # noqa: E402
 from model import BlockDiffusionLM, ModelConfig, rotary_cos_sin  # noqa: E402
 from tok import Tok, train_tokenizer  # noqa: E402
 
@@ -49,7 +50,18 @@ PRESETS: Dict[str, dict] = {
     # CPU smoke test: minutes on two cores.
     "smoke": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=16, vocab=700, rows=4, row_len=512, max_len=512, lr=3e-3),
+    # Model v2 (issue 25): the small shape warm-started from the bundled weights, 4,096 positions.
+    # Examples longer than a 1,024-token row go to 4,096-token rows (16 a batch, about the same
+    # tokens), taken every ``long_every``-th step, so short rows do not pay for long attention.
+    "v2": dict(hidden_size=384, intermediate_size=768, num_hidden_layers=8, num_attention_heads=6,
+               num_key_value_heads=2, head_dim=64, vocab=8192, rows=64, row_len=1024, max_len=4096, lr=8e-4,
+               max_position_embeddings=4096, long_rows=16, long_len=4096, long_every=6),
+    # CPU smoke test of the v2 pipeline: the v2 code paths at toy sizes (seconds a step).
+    "smoke-v2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=16, vocab=8192, rows=2, row_len=512, max_len=2048, lr=3e-3,
+                     max_position_embeddings=4096, long_rows=1, long_len=2048, long_every=3),
 }
+DATA_FILES = {"train": ["train.jsonl", "train_v2.jsonl", "raw_pool.jsonl"], "val": ["val.jsonl", "val_v2.jsonl"]}
 
 
 def log(msg: str) -> None:
@@ -125,11 +137,20 @@ def load_or_build_data(args, preset, tok_dir: str):
         except TypeError:  # torch 1.x has no weights_only
             data = torch.load(cache)
         return Tok(os.path.join(tok_dir, "tokenizer.json")), data
-    train_path = next(p for p in [os.path.join(args.data, "train.jsonl.xz"), os.path.join(args.data, "train.jsonl")] if os.path.exists(p))
-    val_path = next(p for p in [os.path.join(args.data, "val.jsonl.xz"), os.path.join(args.data, "val.jsonl")] if os.path.exists(p))
+    def read_split(split: str, limit) -> List[dict]:
+        names = args.train_files.split(",") if split == "train" and args.train_files else DATA_FILES[split]
+        recs: List[dict] = []
+        for name in names:
+            found = [p for p in [os.path.join(args.data, name + ".xz"), os.path.join(args.data, name)] if os.path.exists(p)]
+            if found:
+                recs += read_jsonl(found[0], limit)
+            elif name in ("train.jsonl", "val.jsonl") and not args.train_files:
+                raise SystemExit(f"{args.data}: no {name}")
+        return recs
+
     t0 = time.time()
-    train_recs = read_jsonl(train_path, args.limit)
-    val_recs = read_jsonl(val_path, args.limit and max(200, args.limit // 10))
+    train_recs = read_split("train", args.limit)
+    val_recs = read_split("val", args.limit and max(200, args.limit // 10))
     log(f"read {len(train_recs)} train / {len(val_recs)} val records in {time.time() - t0:.0f}s")
     if not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
         with open(os.path.join(HERE, "templates", "chat_template.jinja"), encoding="utf-8") as f:
@@ -148,6 +169,20 @@ def load_or_build_data(args, preset, tok_dir: str):
     data = {"train": train_ex, "val": val_ex, "dropped": {"train": dropped_train, "val": dropped_val}}
     torch.save(data, cache)
     return tok, data
+
+
+def copy_tokenizer(model_dir: str, tok_dir: str, max_positions: int) -> None:
+    """The warm start keeps the model's tokenizer; its config gets the new context length."""
+    os.makedirs(tok_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tj = f.read()
+    with open(os.path.join(tok_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(tj)
+    with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+        tc = json.load(f)
+    tc["model_max_length"] = max_positions
+    with open(os.path.join(tok_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(tc, f, indent=2, ensure_ascii=False)
 
 
 def data_stats(examples) -> dict:
@@ -199,10 +234,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ckpt-every-minutes", type=float, default=3.0)
     ap.add_argument("--weights-out", default=None, help="also write bf16 weights + schedule state here (resume elsewhere)")
+    ap.add_argument("--init-onnx", default=None, help="warm start: weights and tokenizer of this contract model directory")
+    ap.add_argument("--init-ckpt", default=None, help="warm start: weights of this checkpoint (fresh schedule; self-distillation)")
+    ap.add_argument("--train-files", default=None, help="comma-separated files under --data instead of the default mixture")
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate instead of the preset's")
     args = ap.parse_args()
 
     preset = dict(PRESETS[args.preset])
-    preset["max_position_embeddings"] = 2048
+    if args.lr is not None:
+        preset["lr"] = args.lr
+    preset.setdefault("max_position_embeddings", 2048)
     os.makedirs(args.out, exist_ok=True)
     tok_dir = os.path.join(args.out, "tokenizer")
     torch.manual_seed(args.seed)
@@ -211,6 +252,8 @@ def main() -> None:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
 
+    if args.init_onnx and not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
+        copy_tokenizer(args.init_onnx, tok_dir, preset["max_position_embeddings"])
     tok, data = load_or_build_data(args, preset, tok_dir)
     ids = {"mask": tok.token_id("<|mask|>"), "eos": tok.token_id("<|im_end|>"), "pad": tok.token_id("<|pad|>")}
     stats = {"train": data_stats(data["train"]), "val": data_stats(data["val"]), "dropped": data["dropped"]}
@@ -218,14 +261,23 @@ def main() -> None:
         json.dump(stats, f, indent=1)
     log(f"train tokens {stats['train']['total']['tokens']:,} (targets {stats['train']['total']['target_tokens']:,})")
 
-    cfg = ModelConfig(
+    warm = None
+    if args.init_onnx:
+        from onnx_weights import model_from_onnx
+
+        warm = model_from_onnx(args.init_onnx, preset["max_position_embeddings"])
+    elif args.init_ckpt:
+        warm = load_checkpoint(args.init_ckpt, torch.device("cpu"))
+    cfg = warm.config if warm is not None else ModelConfig(
         vocab_size=tok.vocab_size, hidden_size=preset["hidden_size"], intermediate_size=preset["intermediate_size"],
         num_hidden_layers=preset["num_hidden_layers"], num_attention_heads=preset["num_attention_heads"],
         num_key_value_heads=preset["num_key_value_heads"], head_dim=preset["head_dim"],
         max_position_embeddings=preset["max_position_embeddings"], block_size=64,
         mask_token_id=ids["mask"], eos_token_id=ids["eos"], pad_token_id=ids["pad"],
     )
-    model = BlockDiffusionLM(cfg).to(device)
+    model = (warm if warm is not None else BlockDiffusionLM(cfg)).to(device).train()
+    if warm is not None:
+        log(f"warm start from {args.init_onnx or args.init_ckpt} (shape of that model; context {cfg.max_position_embeddings})")
     log(f"model: {model.num_parameters():,} parameters on {device}")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -250,11 +302,17 @@ def main() -> None:
         else:
             raise SystemExit("--resume: no checkpoint found")
 
-    loader = torch.utils.data.DataLoader(
-        BatchStream(data["train"], preset["rows"], preset["row_len"], 64, ids["mask"], ids["pad"], args.seed + state["step"]),
-        batch_size=None, num_workers=args.workers, pin_memory=device.type == "cuda",
-        **({"prefetch_factor": 4, "persistent_workers": False} if args.workers > 0 else {}),
-    )
+    def make_loader(examples, rows, row_len, workers):
+        return torch.utils.data.DataLoader(
+            BatchStream(examples, rows, row_len, 64, ids["mask"], ids["pad"], args.seed + state["step"]),
+            batch_size=None, num_workers=workers, pin_memory=device.type == "cuda",
+            **({"prefetch_factor": 4, "persistent_workers": False} if workers > 0 else {}),
+        )
+
+    long_examples = [e for e in data["train"] if e.packed_len(64) > preset["row_len"]] if preset.get("long_len") else []
+    loader = make_loader(data["train"], preset["rows"], preset["row_len"], args.workers)
+    long_batches = iter(make_loader(long_examples, preset["long_rows"], preset["long_len"], min(2, args.workers))) if long_examples else None
+    log(f"{len(long_examples)} examples longer than {preset['row_len']} packed tokens" + (f": every {preset['long_every']}th step is {preset['long_rows']} rows of {preset['long_len']}" if long_batches is not None else ""))
     step_fn = batch_loss
     if args.compile and hasattr(torch, "compile"):
         step_fn = torch.compile(batch_loss, dynamic=True)
@@ -286,6 +344,8 @@ def main() -> None:
         if args.wall_minutes is not None and time.time() - T_START > args.wall_minutes * 60:
             log("wall-clock budget reached")
             break
+        if long_batches is not None and state["step"] % preset["long_every"] == preset["long_every"] - 1:
+            batch = next(long_batches)
         lr = lr_at(elapsed / total_s, preset["lr"])
         run_steps = state["step"] - start_step
         if run_steps < rewarm_steps:

@@ -74,13 +74,17 @@ function withSystem(rng, messages) {
   return sys ? [{ role: "system", content: sys }, ...messages] : messages;
 }
 
-/** The definition reply: up to three senses in frequency order. */
+/**
+ * The definition reply: up to three senses in frequency order. It restates the word as the
+ * prompt spells it, lower case after a space (" harbor"), so the model copies the prompt's
+ * token instead of recalling a capitalised form.
+ */
 export function glossReply(word, senses) {
   if (senses.length === 1) {
     const s = senses[0];
-    return `${cap(word)} (${POS_NAMES[s.pos]}): ${s.definition}.`;
+    return `The word ${word} (${POS_NAMES[s.pos]}): ${s.definition}.`;
   }
-  return `${cap(word)} has several meanings:\n${senses.map((s, i) => `${i + 1}. (${POS_NAMES[s.pos]}) ${s.definition}.`).join("\n")}`;
+  return `The word ${word} has several meanings:\n${senses.map((s, i) => `${i + 1}. (${POS_NAMES[s.pos]}) ${s.definition}.`).join("\n")}`;
 }
 
 export function glossReference(senses) {
@@ -146,7 +150,7 @@ export function kindChat(rng, x, chain, y, yes) {
 }
 
 export function categoryChat(rng, word, synset) {
-  const answer = `${cap(word)} is ${article(POS_NAMES[synset.pos])} ${POS_NAMES[synset.pos]}; in its main sense it names ${LEX_DESCRIPTIONS[synset.lexFile]} (WordNet category ${synset.lexFile}).`;
+  const answer = `The word ${word} is ${article(POS_NAMES[synset.pos])} ${POS_NAMES[synset.pos]}; in its main sense it names ${LEX_DESCRIPTIONS[synset.lexFile]} (WordNet category ${synset.lexFile}).`;
   return chatPromptAndReply(
     withSystem(rng, [
       { role: "user", content: rng.pick(CATEGORY_Q)(word) },

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Here (Node + the training data sources): prepares model v2's data, records the held-out
+# sets' hashes (training/results/heldout_v2.sha256: written before any training, checked by
+# device-v2.sh), and compresses what the device call carries into training/carry/ (ignored
+# by git; name it in the run's carry). Prints the size of the tree the call will carry.
+#   npm ci --prefix training && bash training/pack-v2.sh [--skip-prepare]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=training/data
+if [ "${1:-}" != --skip-prepare ]; then
+  node training/prepare-data.mjs --out "$DATA"
+  node training/prepare-v2.mjs --out "$DATA"
+fi
+(cd "$DATA" && sha256sum eval_v2_*.jsonl) > training/results/heldout_v2.sha256
+rm -rf training/carry && mkdir -p training/carry
+for f in train.jsonl train_v2.jsonl raw_pool.jsonl val.jsonl val_v2.jsonl eval_v2_spam.jsonl eval_v2_yelp.jsonl \
+  eval_v2_copy.jsonl eval_v2_raw.jsonl eval_v2_struct.jsonl eval_v2_decode.jsonl; do
+  xz -T2 -9 -c "$DATA/$f" > "training/carry/$f.xz"
+done
+tracked=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+carry=$(du -cb training/carry/* | tail -1 | cut -f1)
+echo "tracked files: $tracked bytes; training/carry: $carry bytes; together $((tracked + carry)) of 67108864 (64 MiB)"
