@@ -26,7 +26,21 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from infer import forward_logits  # noqa: E402
+from model import block_causal_allowed, rotary_cos_sin  # noqa: E402
+
+
+def forward_hidden(model, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """infer.forward_logits up to the final norm: right-padded rows, block-causal, pads blocked."""
+    b, s = ids.shape
+    pos = torch.arange(s, device=ids.device).unsqueeze(0).expand(b, s)
+    k_pos = torch.where(pos < lengths.unsqueeze(1), pos, torch.full_like(pos, -1))
+    allowed = block_causal_allowed(pos, k_pos, model.config.block_size)
+    allowed = allowed | torch.eye(s, dtype=torch.bool, device=ids.device).view(1, 1, s, s)
+    x = model.embed_tokens(ids)
+    cos, sin = rotary_cos_sin(pos, model.config.head_dim, model.config.rope_theta, x.dtype)
+    for layer in model.layers:
+        x, _ = layer(x, cos, sin, allowed, None, model.use_sdpa)
+    return model.norm(x)
 
 
 @dataclass
@@ -118,11 +132,17 @@ def decode_batch(model, prompts: Sequence[Sequence[int]], policy: str = "sequent
                 ids[j, : len(r.seq)] = torch.tensor(r.seq)
             lengths = torch.tensor([len(r.seq) for r in live])
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                logits = forward_logits(model, ids.to(device), lengths.to(device))
-            logits = logits.float()
+                hidden = forward_hidden(model, ids.to(device), lengths.to(device))
+            rows_at = torch.tensor([j for j, r in enumerate(live) for _ in r.masked], device=device)
+            cols_at = torch.tensor([p for r in live for p in r.masked], device=device)
+            logits = (hidden[rows_at, cols_at].float() @ model.embed_tokens.weight.float().t())  # masked positions only
+            if getattr(model, "lm_bias", None) is not None:
+                logits = logits + model.lm_bias.float()
+            offset = 0
             for j, r in enumerate(live):
                 r.forwards += 1
-                probs = torch.softmax(logits[j, r.masked], dim=-1)
+                probs = torch.softmax(logits[offset:offset + len(r.masked)], dim=-1)
+                offset += len(r.masked)
                 conf, tok = probs.max(-1)
                 for i, t in sorted(_choose(r, conf.cpu(), tok.cpu(), pol, cfg.eos_token_id).items(), reverse=True):
                     r.seq[r.masked[i]] = t

@@ -104,6 +104,7 @@ def main() -> None:
     ap.add_argument("--limit-gen", type=int, default=None)
     ap.add_argument("--default-policy", default=None, help="default: the model dir's config.json decoding, else fill(0.6)+threshold(0.6)")
     ap.add_argument("--max-len", type=int, default=4096)
+    ap.add_argument("--policies", default=None, help="';'-separated policies to compare (default: the list above; fewer on a CPU)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -135,7 +136,7 @@ def main() -> None:
         prompts = [tok.encode(it["p"]) for it in items]
         return decode_batch(model, prompts, policy, max_new_tokens=max_new, device=device)
 
-    lim = lambda xs: xs[: args.limit_gen] if args.limit_gen else xs  # noqa: E731
+    lim = lambda xs: xs[:: max(1, len(xs) // args.limit_gen)][: args.limit_gen] if args.limit_gen else xs  # noqa: E731 (spread over tasks)
     copy = lim(read_jsonl(path("eval_v2_copy.jsonl")))
     outs = gen(copy, default)
     hits: Dict[str, list] = {}
@@ -169,7 +170,7 @@ def main() -> None:
         items = lim([d for d in dec if d["task"] == split])
         ref = gen(items, "sequential", max_new=128)
         table[split] = {}
-        for pol in sorted(set(POLICIES + [default])):
+        for pol in sorted(set((args.policies.split(";") if args.policies else POLICIES) + [default])):
             o = gen(items, pol, max_new=128)
             table[split][pol] = {"tokens_per_forward": sum(len(x["tokens"]) for x in o) / max(1, sum(x["forwards"] for x in o)),
                                  "f1_vs_sequential": float(np.mean([token_f1(a["tokens"], b["tokens"]) for a, b in zip(o, ref)]))}

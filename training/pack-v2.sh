@@ -12,10 +12,11 @@ if [ "${1:-}" != --skip-prepare ]; then
   node training/prepare-v2.mjs --out "$DATA"
 fi
 (cd "$DATA" && sha256sum eval_v2_*.jsonl) > training/results/heldout_v2.sha256
-rm -rf training/carry && mkdir -p training/carry
+node training/check-heldout.mjs "$DATA"
+mkdir -p training/carry
 for f in train.jsonl train_v2.jsonl raw_pool.jsonl val.jsonl val_v2.jsonl eval_v2_spam.jsonl eval_v2_yelp.jsonl \
   eval_v2_copy.jsonl eval_v2_raw.jsonl eval_v2_struct.jsonl eval_v2_decode.jsonl; do
-  xz -T2 -9 -c "$DATA/$f" > "training/carry/$f.xz"
+  [ "training/carry/$f.xz" -nt "$DATA/$f" ] || xz -T2 -9 -c "$DATA/$f" > "training/carry/$f.xz"
 done
 tracked=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
 carry=$(du -cb training/carry/* | tail -1 | cut -f1)

@@ -76,13 +76,17 @@ export function spamChoice(rng, isSpam, split, vocab) {
   return { question: { type: "choice", instructions, criteria: o.criteria }, target: o.target, coded: o.coded };
 }
 
-/** Every held-out string (instructions, descriptions, option names) for the leak check. */
+/**
+ * Every held-out string as the renderer writes it (instructions as text or JSON, descriptions,
+ * option names), for the leak check (check-heldout.mjs).
+ */
 export function heldOutStrings(vocab) {
   const out = [];
   const walk = (v) => {
     if (typeof v === "string") out.push(v);
     else if (Array.isArray(v)) v.forEach(walk);
-    else if (v && typeof v === "object") Object.values(v).forEach(walk);
+    else if (v && typeof v === "object" && Object.keys(v).every((k) => ["yes", "no", "json"].includes(k))) Object.values(v).forEach(walk);
+    else if (v && typeof v === "object") out.push(JSON.stringify(v));
   };
   for (const list of Object.values(P)) if (list && typeof list === "object" && "held_out" in list) walk(list.held_out);
   return { phrasings: [...new Set(out)], pos: vocab.pos.held_out, neg: vocab.neg.held_out, codeWords: vocab.codeWords.held_out };

@@ -21,7 +21,7 @@ const SPAM_NO = [
   "Is this a normal, non-spam email?",
   "Should this email be delivered to the inbox (not spam)?",
 ];
-const SPAM_OPTION_NAMES = [
+export const SPAM_OPTION_NAMES = [
   ["spam", "ham"],
   ["spam", "not spam"],
   ["junk", "legitimate"],
@@ -89,7 +89,7 @@ const NEG_Q = [
   "Is this a complaint?",
   "Does this text express a negative sentiment?",
 ];
-const SENT_NAMES = [
+export const SENT_NAMES = [
   ["positive", "negative"],
   ["good", "bad"],
   ["liked it", "disliked it"],
