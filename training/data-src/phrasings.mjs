@@ -52,7 +52,7 @@ export const SPAM_DESCRIPTIONS = {
     ["junk", "not junk"],
     ["a spammer sent it", "a real correspondent sent it"],
   ],
-  held_out: [["the email is spam", "the email is legitimate mail"]],
+  held_out: [["nobody asked for this message", "the reader wants this message"]],
 };
 
 /** Sentiment as noul. `yes`: "yes" means positive; `no`: "yes" means negative. */
@@ -100,7 +100,7 @@ export const SENTIMENT_DESCRIPTIONS = {
     ["the text is favourable", "the text is unfavourable"],
     ["approval", "disapproval"],
   ],
-  held_out: [["the review is positive", "the review is negative"]],
+  held_out: [["the reviewer came away pleased", "the reviewer came away unhappy"]],
 };
 
 /** Instructions of two-option choices. */
@@ -138,7 +138,7 @@ export const SENTIMENT_NAME_PAIRS = {
     ["would return", "would not return"],
   ],
   held_out: [
-    ["delighted", "disappointed"],
+    ["left smiling", "left frowning"],
     ["worth it", "not worth it"],
     ["glowing", "scathing"],
     ["keeper", "regret"],
