@@ -34,7 +34,7 @@ if [ "${SMOKE:-0}" = 1 ]; then
   FT_EXTRA="--max-steps 2 --workers 0" EVAL_EXTRA="--limit-decisions 6 --limit-gen 3" CAL_EXTRA="--limit 200"
 else
   PRESET=v2 INIT=models/tessera-bd-small DATA=${DATA:-training/carry}
-  BUDGET=${BUDGET:-530} TRAIN_END=${TRAIN_END:-335} DISTILL_GEN_END=${DISTILL_GEN_END:-375} DISTILL_END=${DISTILL_END:-420}
+  BUDGET=${BUDGET:-530} TRAIN_END=${TRAIN_END:-320} DISTILL_GEN_END=${DISTILL_GEN_END:-355} DISTILL_END=${DISTILL_END:-425}
   TRAIN_EXTRA="--workers 8 --ckpt-every-minutes 1" DISTILL_EXTRA="--prompts 12000 --batch 512"
   FT_EXTRA="--workers 4 --ckpt-every-minutes 0.5" EVAL_EXTRA="--limit-decisions 1000" CAL_EXTRA=""
 fi

@@ -104,6 +104,7 @@ def main() -> None:
     ap.add_argument("--limit-gen", type=int, default=None)
     ap.add_argument("--default-policy", default=None, help="default: the model dir's config.json decoding, else fill(0.6)+threshold(0.6)")
     ap.add_argument("--max-len", type=int, default=4096)
+    ap.add_argument("--sections", default="decisions,copy,raw,structured,decoding", help="which measures (a CPU run can take them one at a time)")
     ap.add_argument("--policies", default=None, help="';'-separated policies to compare (default: the list above; fewer on a CPU)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -119,7 +120,8 @@ def main() -> None:
     res: Dict[str, dict] = {"decisions": {}, "default_policy": default, "temperatures": temps}
     path = lambda n: next(p for p in [os.path.join(args.data, n + ".xz"), os.path.join(args.data, n)] if os.path.exists(p))  # noqa: E731
 
-    for name in ["eval_v2_spam.jsonl", "eval_v2_yelp.jsonl"]:
+    sections = set(args.sections.split(","))
+    for name in ["eval_v2_spam.jsonl", "eval_v2_yelp.jsonl"] if "decisions" in sections else []:
         by_task: Dict[str, list] = {}
         for r in read_jsonl(path(name)):
             by_task.setdefault(r["task"], []).append(r)
@@ -137,7 +139,7 @@ def main() -> None:
         return decode_batch(model, prompts, policy, max_new_tokens=max_new, device=device)
 
     lim = lambda xs: xs[:: max(1, len(xs) // args.limit_gen)][: args.limit_gen] if args.limit_gen else xs  # noqa: E731 (spread over tasks)
-    copy = lim(read_jsonl(path("eval_v2_copy.jsonl")))
+    copy = lim(read_jsonl(path("eval_v2_copy.jsonl"))) if "copy" in sections else []
     outs = gen(copy, default)
     hits: Dict[str, list] = {}
     samples = []
@@ -147,26 +149,27 @@ def main() -> None:
         hits.setdefault(it["task"], []).append(hit)
         samples.append({"task": it["task"], "word": it["word"], "reply": text[:160], "copied": hit})
     res["copy"] = {k: float(np.mean(v)) for k, v in hits.items()}
-    res["copy"]["all"] = float(np.mean([h for v in hits.values() for h in v]))
+    res["copy"]["all"] = float(np.mean([h for v in hits.values() for h in v])) if hits else float("nan")
+    res["copy"]["n"] = len(copy)
     print(f"copy: {res['copy']}", flush=True)
 
-    raw = lim(read_jsonl(path("eval_v2_raw.jsonl")))
+    raw = lim(read_jsonl(path("eval_v2_raw.jsonl"))) if "raw" in sections else []
     outs = gen(raw, default, max_new=64)
     lens = [len(o["tokens"]) for o in outs]
-    res["raw"] = {"n": len(lens), "share_ge_5": float(np.mean([n >= 5 for n in lens])), "mean_tokens": float(np.mean(lens))}
+    res["raw"] = {"n": len(lens), "share_ge_5": float(np.mean([n >= 5 for n in lens])) if lens else float("nan"), "mean_tokens": float(np.mean(lens)) if lens else float("nan")}
     samples += [{"task": it["task"], "prompt": it["p"], "reply": tok.decode(o["tokens"])[:160]} for it, o in zip(raw[:10], outs)]
     print(f"raw: {res['raw']}", flush=True)
 
-    st = lim(read_jsonl(path("eval_v2_struct.jsonl")))
+    st = lim(read_jsonl(path("eval_v2_struct.jsonl"))) if "structured" in sections else []
     outs = gen(st, default, max_new=192)
     ok = [o["reason"] == "stop" and structured_ok(it["p"], tok.decode(o["tokens"]), it) for it, o in zip(st, outs)]
-    res["structured"] = {"n": len(ok), "finish_and_validate": float(np.mean(ok)), "ended": float(np.mean([o["reason"] == "stop" for o in outs]))}
+    res["structured"] = {"n": len(ok), "finish_and_validate": float(np.mean(ok)) if ok else float("nan"), "ended": float(np.mean([o["reason"] == "stop" for o in outs])) if ok else float("nan")}
     samples += [{"task": it["task"], "reply": tok.decode(o["tokens"])[:200], "ok": k} for it, o, k in list(zip(st, outs, ok))[:10]]
     print(f"structured: {res['structured']}", flush=True)
 
     dec = read_jsonl(path("eval_v2_decode.jsonl"))
     table = {}
-    for split in ["tune", "held_out"]:
+    for split in ["tune", "held_out"] if "decoding" in sections else []:
         items = lim([d for d in dec if d["task"] == split])
         ref = gen(items, "sequential", max_new=128)
         table[split] = {}
@@ -174,10 +177,10 @@ def main() -> None:
             o = gen(items, pol, max_new=128)
             table[split][pol] = {"tokens_per_forward": sum(len(x["tokens"]) for x in o) / max(1, sum(x["forwards"] for x in o)),
                                  "f1_vs_sequential": float(np.mean([token_f1(a["tokens"], b["tokens"]) for a, b in zip(o, ref)]))}
-    ok_tune = [p for p, v in table["tune"].items() if v["f1_vs_sequential"] >= 0.9]
+    ok_tune = [p for p, v in table.get("tune", {}).items() if v["f1_vs_sequential"] >= 0.9]
     chosen = max(ok_tune, key=lambda p: table["tune"][p]["tokens_per_forward"]) if ok_tune else "sequential"
-    res["decoding"] = {"table": table, "chosen_on_tune": chosen, "held_out_chosen": table["held_out"].get(chosen),
-                       "held_out_default": table["held_out"][default]}
+    res["decoding"] = {"table": table, "chosen_on_tune": chosen, "held_out_chosen": table.get("held_out", {}).get(chosen),
+                       "held_out_default": table.get("held_out", {}).get(default)}
     print(f"decoding: chosen {chosen}: held out {res['decoding']['held_out_chosen']}; default {default}: {res['decoding']['held_out_default']}", flush=True)
     with open(os.path.join(args.out, "targets.json"), "w") as f:
         json.dump(res, f, indent=1)
@@ -195,13 +198,17 @@ def markdown(res: dict) -> str:
         tgt = f"acc >= {acc}, ECE <= {ece}" if acc else ""
         lines.append(f"| {task} | {m['n']} | {m['accuracy']:.3f} | {m['ece']:.3f} | {tgt} |")
     c, r, s, d = res["copy"], res["raw"], res["structured"], res["decoding"]
-    lines += ["", "| measure | value | target |", "|---|---|---|",
-              f"| copy rate (definition / opposite / synonym) | {c.get('copy_definition', 0):.2f} / {c.get('copy_opposite', 0):.2f} / {c.get('copy_synonym', 0):.2f} | >= 0.90 each |",
-              f"| raw completion: share with >= 5 tokens (mean tokens) | {r['share_ge_5']:.2f} ({r['mean_tokens']:.1f}) | >= 5 tokens |",
-              f"| structured replies that end and validate, no grammar (ended) | {s['finish_and_validate']:.2f} ({s['ended']:.2f}) | >= 0.90 (bench/, with grammar) |",
-              f"| tokens per forward, default `{res['default_policy']}`, held out (F1 vs sequential) | {d['held_out_default']['tokens_per_forward']:.2f} ({d['held_out_default']['f1_vs_sequential']:.3f}) | >= 2 at F1 >= 0.9 |"]
+    lines += ["", "| measure | n | value | target |", "|---|---|---|---|"]
+    if c.get("n"):
+        lines.append(f"| copy rate (definition / opposite / synonym) | {c['n']} | {c.get('copy_definition', 0):.2f} / {c.get('copy_opposite', 0):.2f} / {c.get('copy_synonym', 0):.2f} | >= 0.90 each |")
+    if r["n"]:
+        lines.append(f"| raw completion: share with >= 5 tokens (mean tokens) | {r['n']} | {r['share_ge_5']:.2f} ({r['mean_tokens']:.1f}) | >= 5 tokens |")
+    if s["n"]:
+        lines.append(f"| structured replies that end and validate, no grammar (ended) | {s['n']} | {s['finish_and_validate']:.2f} ({s['ended']:.2f}) | >= 0.90 (bench/, with grammar) |")
+    if d.get("held_out_default"):
+        lines.append(f"| tokens per forward, default `{res['default_policy']}`, held out (F1 vs sequential) | | {d['held_out_default']['tokens_per_forward']:.2f} ({d['held_out_default']['f1_vs_sequential']:.3f}) | >= 2 at F1 >= 0.9 |")
     if d.get("held_out_chosen"):
-        lines.append(f"| tokens per forward, `{d['chosen_on_tune']}` (chosen on tune prompts), held out | {d['held_out_chosen']['tokens_per_forward']:.2f} ({d['held_out_chosen']['f1_vs_sequential']:.3f}) | |")
+        lines.append(f"| tokens per forward, `{d['chosen_on_tune']}` (chosen on tune prompts), held out | | {d['held_out_chosen']['tokens_per_forward']:.2f} ({d['held_out_chosen']['f1_vs_sequential']:.3f}) | |")
     return "\n".join(lines) + "\n"
 
 
