@@ -6,7 +6,7 @@
 #   npm ci --prefix training && bash training/pack-v2.sh [--skip-prepare]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA=training/data
+DATA=${DATA:-training/data}
 if [ "${1:-}" != --skip-prepare ]; then
   node training/prepare-data.mjs --out "$DATA"
   node training/prepare-v2.mjs --out "$DATA"
@@ -21,15 +21,20 @@ done
 tracked=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
 carry=$(du -cb training/carry/* | tail -1 | cut -f1)
 echo "tracked files: $tracked bytes; training/carry: $carry bytes; together $((tracked + carry)) of 67108864 (64 MiB)"
-# Over the limit: carry fewer of prepare-data.mjs's records (the warm start has been trained on
-# them; the v2 files and the held-out sets travel whole), one evenly spread subsample.
-room=$((67108864 - 1048576 - tracked))
-if [ "$carry" -gt "$room" ]; then
-  old=$(stat -c %s training/carry/train.jsonl.xz)
-  keep=$(awk "BEGIN{f = ($old - ($carry - $room)) / $old * 0.97; print (f > 0.05 ? f : 0)}")
-  [ "$keep" = 0 ] && { echo "the v2 files alone do not fit next to the tracked tree: make room first (fp16 weights)" >&2; exit 1; }
-  echo "over by $((carry - room)) bytes: carrying a $keep share of train.jsonl"
-  awk -v f="$keep" '{ if (int(NR * f) > int((NR - 1) * f)) print }' "$DATA/train.jsonl" | xz -T2 -9 > training/carry/train.jsonl.xz
+# Over the limit: carry one evenly spread share of the training files (train.jsonl,
+# train_v2.jsonl, raw_pool.jsonl); validation and held-out files travel whole.
+room=${ROOM:-$((67108864 - 1048576 - tracked))}
+keep=1
+for pass in 1 2 3; do
+  [ "$carry" -gt "$room" ] || break
+  big=$(du -cb training/carry/train.jsonl.xz training/carry/train_v2.jsonl.xz training/carry/raw_pool.jsonl.xz | tail -1 | cut -f1)
+  keep=$(awk "BEGIN{f = $keep * ($big - ($carry - $room)) / $big * 0.95; print (f > 0.1 ? f : 0)}")
+  [ "$keep" = 0 ] && { echo "under a tenth of the training files would fit next to the tracked tree: make room first (fp16 weights)" >&2; exit 1; }
+  echo "over by $((carry - room)) bytes: carrying a $keep share of the training files"
+  for f in train.jsonl train_v2.jsonl raw_pool.jsonl; do
+    awk -v f="$keep" '{ if (int(NR * f) > int((NR - 1) * f)) print }' "$DATA/$f" | xz -T2 -9 > "training/carry/$f.xz"
+  done
   carry=$(du -cb training/carry/* | tail -1 | cut -f1)
   echo "tracked files: $tracked bytes; training/carry: $carry bytes; together $((tracked + carry)) of 67108864"
-fi
+done
+[ "$carry" -le "$room" ] || { echo "still over the limit after three passes" >&2; exit 1; }
