@@ -198,8 +198,9 @@ for (const [kind, pool] of [
   for (const w of erng.sample(pool, SMALL ? 6 : 150))
     write("eval_v2_copy.jsonl", { task: `copy_${kind}`, word: w, p: chatPrompt(erng.pick(CT.COPY_EVAL[kind])(w)) });
 }
+// nouns only ("A pretty is" is no sentence); filtering after the draw keeps erng's sequence
 for (const w of erng.sample(heldWords, SMALL ? 6 : 100))
-  write("eval_v2_raw.jsonl", { task: "raw_word", p: `${/^[aeiou]/.test(w) ? "An" : "A"} ${w} is` });
+  if (firstSense(w).pos === "n") write("eval_v2_raw.jsonl", { task: "raw_word", p: `${/^[aeiou]/.test(w) ? "An" : "A"} ${w} is` });
 for (const s of erng.sample(yelp, SMALL ? 6 : 100)) {
   const ws = s.text.split(" ");
   write("eval_v2_raw.jsonl", { task: "raw_sentence", p: ws.slice(0, Math.max(2, Math.floor(ws.length / 2))).join(" ") });
