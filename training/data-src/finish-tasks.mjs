@@ -80,7 +80,7 @@ const FIELDS = {
     const v = rng.chance(0.5);
     return { schema: { type: "boolean" }, value: v, text: v ? "it is active" : "it is not active" };
   },
-  word: (rng, ctx) => ({ schema: { type: "string" }, value: ctx.word, text: `the word ${ctx.word}` }),
+  word: (_rng, ctx) => ({ schema: { type: "string" }, value: ctx.word, text: `the word ${ctx.word}` }),
   tags: (rng, ctx) => {
     const v = rng.sample(ctx.words, 1 + rng.int(3));
     return { schema: { type: "array", items: { type: "string" } }, value: v, text: `tags ${v.join(", ")}` };
