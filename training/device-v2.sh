@@ -10,6 +10,8 @@
 #   bash training/unpack-v2.sh <files_at> <dir>  # here: the model directory back together
 #   SMOKE=1 OUT=/tmp/smoke-v2 bash training/device-v2.sh   # CPU smoke test: same steps, toy sizes
 #
+# INIT: the warm start's model directory (default the bundled one; its ONNX weights must read
+# back exactly, fp32 or fp16: onnx_weights.py refuses anything else, e.g. int8).
 # Time checkpoints (seconds after start, BUDGET=530 on the device): training stops at
 # TRAIN_END, distillation decodes until DISTILL_GEN_END and fine-tunes until DISTILL_END; each
 # step runs under `timeout`, and export + evaluation run whatever happened before them (the
@@ -33,7 +35,7 @@ if [ "${SMOKE:-0}" = 1 ]; then
   TRAIN_EXTRA="--limit 1500 --max-steps 4 --workers 0" DISTILL_EXTRA="--limit 300 --prompts 6 --batch 6"
   FT_EXTRA="--max-steps 2 --workers 0" EVAL_EXTRA="--limit-decisions 6 --limit-gen 3" CAL_EXTRA="--limit 200"
 else
-  PRESET=v2 INIT=models/tessera-bd-small DATA=${DATA:-training/carry}
+  PRESET=v2 INIT=${INIT:-models/tessera-bd-small} DATA=${DATA:-training/carry}
   BUDGET=${BUDGET:-530} TRAIN_END=${TRAIN_END:-320} DISTILL_GEN_END=${DISTILL_GEN_END:-355} DISTILL_END=${DISTILL_END:-425}
   TRAIN_EXTRA="--workers 8 --ckpt-every-minutes 1" DISTILL_EXTRA="--prompts 12000 --batch 512"
   FT_EXTRA="--workers 4 --ckpt-every-minutes 0.5" EVAL_EXTRA="--limit-decisions 1000" CAL_EXTRA=""
