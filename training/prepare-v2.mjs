@@ -5,7 +5,7 @@
 // open option vocabularies, long (up to ~4,000-token) decisions, and the held-out evaluation
 // sets of the model card's targets, written here, before any training.
 //
-//   node training/prepare-v2.mjs [--out training/data] [--small]     (--small: smoke-test sizes)
+//   node --import tsx training/prepare-v2.mjs [--out training/data] [--small]     (--small: smoke-test sizes)
 //
 // Output: train_v2.jsonl, val_v2.jsonl, raw_pool.jsonl ({k:"raw", task, text}),
 // eval_v2_{spam,yelp}.jsonl (decision records), eval_v2_{copy,raw,struct,decode}.jsonl
@@ -15,7 +15,7 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as CT from "./data-src/copy-tasks.mjs";
-import { decisionRecord, loadDecisionRenderer } from "./data-src/decision-record.mjs";
+import { DECISION_RENDERER, decisionRecord } from "./data-src/decision-record.mjs";
 import * as DP from "./data-src/decision-phrasings.mjs";
 import { SENT_NAMES as OLD_SENT_NAMES, SPAM_OPTION_NAMES as OLD_SPAM_NAMES } from "./data-src/decision-tasks.mjs";
 import * as P from "./data-src/phrasings.mjs";
@@ -35,7 +35,6 @@ const SMALL = args.includes("--small");
 const EVAL_ONLY = args.includes("--eval-only");
 const scale = (n) => (SMALL ? Math.max(4, Math.round(n / 100)) : n);
 const rng = createRng(20261126);
-const { render, source } = await loadDecisionRenderer();
 
 mkdirSync(OUT, { recursive: true });
 const files = {};
@@ -48,7 +47,7 @@ const write = (file, rec) => {
   files[file].write(`${JSON.stringify(rec)}\n`);
   counts[file][rec.task] = (counts[file][rec.task] ?? 0) + 1;
 };
-const dec = (task, states, made, extra) => decisionRecord(render, task, states, made, extra);
+const dec = decisionRecord;
 const chatPrompt = (content, vars = {}) => renderChat([{ role: "user", content }], { add_generation_prompt: true, ...vars });
 
 // ---------------- sources ----------------
@@ -238,6 +237,6 @@ if (EVAL_ONLY && existsSync(join(OUT, "stats_v2.json"))) {
 }
 writeFileSync(
   join(OUT, "stats_v2.json"),
-  `${JSON.stringify({ renderer: source, small: SMALL, counts, held_out: { words: heldWords.length, ...heldOut } }, null, 1)}\n`,
+  `${JSON.stringify({ renderer: DECISION_RENDERER, small: SMALL, counts, held_out: { words: heldWords.length, ...heldOut } }, null, 1)}\n`,
 );
 console.log(JSON.stringify(counts, null, 1));

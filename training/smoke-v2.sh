@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${SMOKE_DIR:-/tmp/v2-smoke}
 rm -rf "$D" && mkdir -p "$D"
-node training/prepare-v2.mjs --out "$D/data" --small > "$D/prepare.log"
+node --import tsx training/prepare-v2.mjs --out "$D/data" --small > "$D/prepare.log"
 touch "$D/data/train.jsonl" "$D/data/val.jsonl"   # prepare-data.mjs's files: not needed at this size
 PYTHON=${PYTHON:-convert/.venv/bin/python} SMOKE=1 DATA="$D/data" OUT="$D/out" WORK="$D/work" bash training/device-v2.sh > "$D/run.log" 2>&1 || true
 fail() { echo "smoke-v2: FAIL: $*" >&2; tail -40 "$D/run.log" >&2; exit 1; }

@@ -1,25 +1,19 @@
 // A decision training/evaluation record: the question rendered over one or more states
-// (longest first) with the decision renderer, and its target. prepare-data.mjs keeps its own
-// copy of this; prepare-v2.mjs uses this one with the same renderer choice.
-import { MASK, decisionConfig, renderDecisionPrompt as renderOurs } from "./render.mjs";
+// (longest first) with the service's own renderer, lib/decision-types/render.ts (so the
+// scripts that import this run under tsx), and its target. Used by prepare-data.mjs and
+// prepare-v2.mjs.
+import { renderDecisionPrompt } from "../../lib/decision-types/render.ts";
+import { decisionConfig } from "./render.mjs";
 
-/** The decision service's renderer when it can be imported (run under tsx), else ours. */
-export async function loadDecisionRenderer() {
-  try {
-    const mod = await import("../../services/decision/render.ts");
-    if (typeof mod.renderDecisionPrompt === "function") return { render: mod.renderDecisionPrompt, source: "services/decision/render.ts" };
-  } catch {
-    // plain node cannot import .ts
-  }
-  return { render: renderOurs, source: "training/data-src/render.mjs" };
-}
+export const DECISION_RENDERER = "lib/decision-types/render.ts";
 
-export function decisionRecord(render, task, states, made, extra = {}) {
+export function decisionRecord(task, states, made, extra = {}) {
   const variants = [];
   let labels;
   for (const state of states) {
-    const r = render(decisionConfig, state, made.question);
-    variants.push([r.prefix, r.suffix.endsWith(MASK) ? r.suffix.slice(0, -MASK.length) : r.suffix]);
+    const r = renderDecisionPrompt(decisionConfig, state, made.question);
+    // the suffix without the answer slot, which the engine appends
+    variants.push([r.prefix, r.suffix]);
     labels = r.labels;
   }
   const expected = made.soft ? made.soft.length : null;
