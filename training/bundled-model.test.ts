@@ -109,10 +109,13 @@ describe("models/tessera-bd-small", () => {
     // @ts-expect-error plain ESM module without types
     const trainingRender = await import("./data-src/render.mjs");
     expect(Object.keys(trainingRender)).not.toContain("renderDecisionPrompt");
-    for (const script of ["./prepare-data.mjs", "./check-bundle.mjs"]) {
-      expect(readFileSync(new URL(script, import.meta.url), "utf8")).toContain(
-        'import { renderDecisionPrompt } from "../lib/decision-types/render.ts";',
-      );
+    const importsOf = (script: string) => readFileSync(new URL(script, import.meta.url), "utf8");
+    expect(importsOf("./check-bundle.mjs")).toContain('import { renderDecisionPrompt } from "../lib/decision-types/render.ts";');
+    expect(importsOf("./data-src/decision-record.mjs")).toContain(
+      'import { renderDecisionPrompt } from "../../lib/decision-types/render.ts";',
+    );
+    for (const script of ["./prepare-data.mjs", "./prepare-v2.mjs"]) {
+      expect(importsOf(script)).toContain('from "./data-src/decision-record.mjs";');
     }
   });
 
