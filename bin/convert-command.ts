@@ -4,12 +4,16 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const CONVERT_HELP = `Usage:
-  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int4] [--force]
+  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int8|int4] [--force]
       Convert a Hugging Face SDAR or Fast-dLLM v2 checkpoint directory into a Tessera model
       directory (docs/model-contract.md). Runs the Python converter under convert/ with
-      TESSERA_CONVERT_PYTHON (default convert/.venv/bin/python; create it with
-      python3 -m venv convert/.venv && convert/.venv/bin/pip install -r convert/requirements.txt).
+      TESSERA_CONVERT_PYTHON (default convert/.venv/bin/python).
+  tessera convert --setup
+      Create convert/.venv from convert/requirements.txt (PyTorch CPU, ONNX Runtime,
+      transformers: about 1 GB to download, once).
 `;
+
+export const SETUP_COMMAND = "npx tessera convert --setup";
 
 /** The repository's convert/ folder: beside bin/ in the sources, two levels up from dist/bin/. */
 export function convertDir(): string {
@@ -35,6 +39,7 @@ export function runConvert(args: readonly string[], python: string): Promise<num
     return Promise.resolve(args.length === 0 ? 2 : 0);
   }
   const root = convertDir();
+  if (args[0] === "--setup") return setupVenv(root);
   return new Promise((resolve) => {
     const child = spawn(python, ["-m", "tessera_convert", ...args], {
       stdio: "inherit",
@@ -46,4 +51,30 @@ export function runConvert(args: readonly string[], python: string): Promise<num
     });
     child.on("exit", (code, signal) => resolve(code ?? (signal !== null ? 1 : 0)));
   });
+}
+
+function step(command: string, args: string[]): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: "inherit" });
+    child.on("error", (err) => {
+      process.stderr.write(`tessera convert --setup: cannot run ${command}: ${err.message}\n`);
+      resolve(1);
+    });
+    child.on("exit", (code) => resolve(code ?? 1));
+  });
+}
+
+/** Creates convert/.venv and installs the pinned requirements, pip's progress on the terminal. */
+export async function setupVenv(root: string): Promise<number> {
+  const venv = path.join(root, ".venv");
+  const requirements = path.join(root, "requirements.txt");
+  process.stderr.write(`tessera convert --setup: creating ${venv} from ${requirements} (about 1 GB to download)\n`);
+  if (!existsSync(path.join(venv, "bin", "python"))) {
+    const made = await step("python3", ["-m", "venv", venv]);
+    if (made !== 0) return made;
+  }
+  const pip = path.join(venv, "bin", "pip");
+  const installed = await step(pip, ["install", "--disable-pip-version-check", "--progress-bar", "on", "-r", requirements]);
+  if (installed === 0) process.stderr.write("tessera convert --setup: done; `tessera convert` now uses it\n");
+  return installed;
 }

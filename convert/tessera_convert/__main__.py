@@ -1,4 +1,4 @@
-"""tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int4]
+"""tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int8|int4]
 
 Reads a Hugging Face SDAR or Fast-dLLM v2 checkpoint directory as published and writes a model
 directory of Tessera's contract (docs/model-contract.md, version 2); a DiffusionGemma one
@@ -20,10 +20,35 @@ import time
 from .errors import ConvertError
 
 TWO_GB = 2 * 1024**3
+# model.onnx bytes per parameter: int8/int4 keep the embedding in float32 (counted as ~1 byte/param on average).
+BYTES_PER_PARAM = {"fp32": 4, "fp16": 2, "int8": 1.6, "int4": 1.2}
+
+
+def param_count(a) -> int:
+    attn = a.hidden_size * a.head_dim * (2 * a.num_attention_heads + 2 * a.num_key_value_heads)
+    layer = attn + 3 * a.hidden_size * a.intermediate_size
+    return a.num_hidden_layers * layer + a.vocab_size * a.hidden_size * (1 if a.tie_word_embeddings else 2)
+
+
+def peak_gb(params: int, weights: str) -> float:
+    """Measured at 1.7B (bench/full_size/README.md): the fp32 module plus about 15% while exporting;
+    quantizing holds the fp32 ONNX weights and the quantized ones."""
+    fp32 = params * 4 / 1e9
+    return fp32 * 1.15 if weights == "fp32" else fp32 * 1.15 + params * BYTES_PER_PARAM[weights] / 1e9
+
+
+def memory_gb() -> str:
+    """Resident and peak memory of this process so far (Linux; empty elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            v = {k: int(rest.split()[0]) / 1024**2 for k, rest in (line.split(":", 1) for line in f) if k in ("VmRSS", "VmHWM")}
+        return f" [rss {v['VmRSS']:.1f} GB, peak {v['VmHWM']:.1f} GB]"
+    except (OSError, KeyError, ValueError):
+        return ""
 
 
 def progress(message: str) -> None:
-    print(f"[convert {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    print(f"[convert {time.strftime('%H:%M:%S')}]{memory_gb()} {message}", file=sys.stderr, flush=True)
 
 
 def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str, force: bool) -> dict:
@@ -50,17 +75,26 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
              f" x {a.head_dim}, vocab {a.vocab_size}, block {ck.block_size}, mask {ck.mask_token_id}, stops {ck.stop_token_ids}")
     files = weight_files(ckpt_dir)
 
+    import gc
+
     import torch
 
     from .checkpoint import load_state_dict
-    from .export import compare, export_fp32, save, to_fp16_weights, to_int4
+    from .export import attach_weights, compare, export_fp32, load, reference_outputs, save, to_fp16_weights, to_int4, to_int8
     from .model_dir import config_json, decision_json, model_card, tokenizer_files, write_json
     from .qwen import QwenContractLM
 
+    params = param_count(a)
+    est_bytes = params * BYTES_PER_PARAM[weights]
+    use_external = external == "always" or (external == "auto" and est_bytes > TWO_GB * 0.9)
+    progress(f"{params / 1e9:.3f} B parameters; {weights} model.onnx of about {est_bytes / 1e9:.2f} GB"
+             f"{' (+ model.onnx.data: past ONNX protobuf limit of 2 GB)' if use_external else ''}; "
+             f"expected peak memory {peak_gb(params, weights):.1f} GB (the fp32 model in PyTorch, then "
+             f"{'the fp32 ONNX weights while quantizing' if weights in ('int8', 'int4') else 'one weight at a time'})")
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.converting-", dir=parent)
-    work = tempfile.mkdtemp(prefix="tessera-convert-")
+    work = tempfile.mkdtemp(prefix=".tessera-export-", dir=parent)
     try:
         torch.manual_seed(0)
         with torch.device("meta"):
@@ -69,29 +103,46 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
         model.inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, a.head_dim, 2, dtype=torch.float32) / a.head_dim))
         if a.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
+        t0 = time.time()
         load_state_dict(model, files, progress)
         params = sum(p.numel() for p in model.parameters())
-        progress(f"loaded {params / 1e6:.1f} M parameters; exporting to ONNX (opset 17, fp32)")
+        progress(f"loaded {params / 1e6:.1f} M parameters in {time.time() - t0:.1f} s; reference outputs for the check")
+        cases = reference_outputs(model, ck.block_size)
+        progress("exporting the graph to ONNX (opset 17, fp32)")
         t0 = time.time()
-        proto = export_fp32(model, ck.block_size, work)
-        progress(f"exported in {time.time() - t0:.1f} s")
-        if weights == "fp16":
-            to_fp16_weights(proto)
-            progress("fp16: weights stored as float16, cast to float32 in the graph")
-        elif weights == "int4":
-            proto = to_int4(proto, progress)
+        graph = export_fp32(model, ck.block_size, work)
         onnx_path = os.path.join(staging, "model.onnx")
-        est_bytes = params * {"fp32": 4, "fp16": 2, "int4": 1}[weights]
-        use_external = external == "always" or (external == "auto" and est_bytes > TWO_GB * 0.9)
-        save(proto, onnx_path, use_external)
-        del proto
+        fp32_path = onnx_path if weights == "fp32" else os.path.join(work, "model.onnx")
+        progress(f"exported in {time.time() - t0:.1f} s; writing the weights one at a time")
+        attach_weights(graph, model, fp32_path, use_external if weights == "fp32" else True)
+        del model
+        gc.collect()
+        progress(f"fp32 model written in {time.time() - t0:.1f} s; PyTorch's copy freed")
+        t0 = time.time()
+        if weights == "int8":
+            progress(f"int8: quantizing every MatMul's weights per output channel (activations at run time); peak about {peak_gb(params, weights):.1f} GB")
+            to_int8(fp32_path, onnx_path, use_external)
+        elif weights in ("fp16", "int4"):
+            proto = load(fp32_path)
+            if weights == "fp16":
+                to_fp16_weights(proto)
+                progress("fp16: weights stored as float16, cast to float32 in the graph")
+            else:
+                progress(f"int4: quantizing {sum(1 for n in proto.graph.node if n.op_type == 'MatMul')} matmuls; peak about {peak_gb(params, weights):.1f} GB")
+                proto = to_int4(proto, progress)
+            save(proto, onnx_path, use_external)
+            del proto
+        if weights != "fp32":
+            progress(f"{weights} written in {time.time() - t0:.1f} s")
         shutil.rmtree(work, ignore_errors=True)
+        gc.collect()
         onnx_bytes = sum(os.path.getsize(os.path.join(staging, f)) for f in os.listdir(staging))
         progress(f"wrote model.onnx{' + model.onnx.data' if use_external else ''} ({onnx_bytes / 1e6:.1f} MB); checking with ONNX Runtime")
-        check = compare(model, ck.block_size, onnx_path)
-        progress(f"ONNX Runtime vs PyTorch (relative to 1 + |x|): logits {check['logits']:.2e}, presents {check['present']:.2e}")
-        if weights == "fp32" and max(check.values()) > 1e-3:
-            raise ConvertError(f"{onnx_path}: ONNX Runtime differs from PyTorch by {max(check.values()):.2e} (fp32 must agree within 1e-3)")
+        check = compare(cases, a.num_hidden_layers, onnx_path)
+        progress(f"ONNX Runtime vs PyTorch fp32 (relative to 1 + |x|): logits {check['logits']:.2e}, presents {check['present']:.2e}; "
+                 f"logits relative RMS {check['logits_rel_rms']:.2e}, greedy agreement {check['greedy_agreement']:.3f}")
+        if weights == "fp32" and max(check["logits"], check["present"]) > 1e-3:
+            raise ConvertError(f"{onnx_path}: ONNX Runtime differs from PyTorch by {max(check['logits'], check['present']):.2e} (fp32 must agree within 1e-3)")
 
         source = ckpt_dir
         config = config_json(ck, weights, "model.onnx", source)
@@ -112,19 +163,37 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
             shutil.rmtree(staging, ignore_errors=True)
 
 
+REQUIRED_MODULES = ("numpy", "torch", "safetensors", "tokenizers", "transformers", "onnx", "onnxruntime", "jinja2")
+SETUP_COMMAND = "npx tessera convert --setup"
+
+
+def missing_modules() -> list:
+    """The converter's packages this Python lacks (found without importing them: fast, no traceback)."""
+    import importlib.util
+
+    return [m for m in REQUIRED_MODULES if importlib.util.find_spec(m) is None]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tessera convert", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint", help="Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer files)")
     ap.add_argument("model_dir", help="model directory to write (must not exist unless --force)")
     ap.add_argument("--block-size", type=int, default=None, help="SDAR: the variant's block size (default 4); Fast-dLLM: bd_size of config.json")
-    ap.add_argument("--weights", choices=["fp32", "fp16", "int4"], default="fp32",
-                    help="fp32 exact; fp16 half the file; int4 MatMulNBits (4-bit, a scale per block of 32)")
+    ap.add_argument("--weights", choices=["fp32", "fp16", "int8", "int4"], default="fp32",
+                    help="fp32 exact; fp16 half the file; int8 per-channel 8-bit weights, activations quantized at run time "
+                         "(the fastest on CPUs with int8 units); int4 MatMulNBits (4-bit, a scale per block of 32)")
     ap.add_argument("--external-data", choices=["auto", "always", "never"], default="auto",
                     help="weights in model.onnx.data: auto = past 2 GB (ONNX's protobuf limit)")
     ap.add_argument("--force", action="store_true", help="replace model_dir if it exists")
     a = ap.parse_args(argv)
     if a.block_size is not None and a.block_size < 1:
         ap.error("--block-size must be a positive integer")
+    missing = missing_modules()
+    if missing:
+        print(f"tessera convert: {sys.executable} lacks the converter's packages ({', '.join(missing)}).\n"
+              f"Create its environment once (convert/.venv from convert/requirements.txt) with:\n    {SETUP_COMMAND}\n"
+              f"(or point TESSERA_CONVERT_PYTHON at a Python that has them)", file=sys.stderr)
+        return 3
     try:
         report = convert(a.checkpoint, a.model_dir, a.block_size, a.weights, a.external_data, a.force)
     except ConvertError as err:

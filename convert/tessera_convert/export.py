@@ -13,7 +13,7 @@ from .qwen import QwenContractLM
 OPSET = 17
 TWO_GB = 2 * 1024**3
 MASK_NEG = -1e9
-WEIGHT_FORMATS = ("fp32", "fp16", "int4")
+WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
 INT4_BLOCK = 32
 
 
@@ -48,9 +48,12 @@ def example_inputs(model: QwenContractLM, block_size: int, batch: int, seq: int,
     return (ids, pos, mask, *kv)
 
 
-def export_fp32(model: QwenContractLM, block_size: int, work_dir: str):
-    """Exports into ``work_dir`` (scratch: the exporter may write a file per tensor) and returns the ModelProto."""
-    out_path = os.path.join(work_dir, "model.onnx")
+def export_fp32(model: QwenContractLM, block_size: int, work_dir: str) -> str:
+    """Exports the graph alone into ``work_dir`` and returns its path: every weight is a graph
+    input named as in the state dict (attach_weights turns them into initializers). Exporting
+    the weights with the graph held them three times over (the module, the constant-folded
+    transposes, the serialized protobuf): 17 GB at 1.7B parameters, against the module's 6.9."""
+    out_path = os.path.join(work_dir, "graph.onnx")
     layers = model.a.num_hidden_layers
     ins, outs = input_names(layers), output_names(layers)
     dynamic = {
@@ -68,11 +71,124 @@ def export_fp32(model: QwenContractLM, block_size: int, work_dir: str):
     with torch.no_grad():
         torch.onnx.export(
             model.eval(), args, out_path, input_names=ins, output_names=outs, dynamic_axes=dynamic,
-            opset_version=OPSET, do_constant_folding=True, dynamo=False,
+            opset_version=OPSET, do_constant_folding=False, export_params=False, dynamo=False,
         )
+    return out_path
+
+
+def attach_weights(graph_path: str, model: QwenContractLM, out_path: str, external: bool) -> None:
+    """Writes ``out_path``: the exported graph with the module's weights as initializers, one
+    weight at a time (into model.onnx.data when ``external``). A weight read only through a
+    2-D Transpose (every Linear) is stored transposed instead, as constant folding would have
+    stored it, so that each MatMul has a constant B for ONNX Runtime's kernels and quantizers."""
+    import onnx
+    m = onnx.load(graph_path)
+    g = m.graph
+    tensors = {**dict(model.named_buffers()), **dict(model.named_parameters())}
+    user = set(input_names(model.a.num_hidden_layers))
+    weights = [i.name for i in g.input if i.name not in user]
+    unknown = [w for w in weights if w not in tensors]
+    if unknown:
+        raise RuntimeError(f"the exported graph has inputs that are not weights of the module: {unknown[:3]}")
+    consumers: dict = {}
+    for n in g.node:
+        for x in n.input:
+            consumers.setdefault(x, []).append(n)
+    folded = {}  # transpose output -> weight name
+    for w in weights:
+        for n in consumers.get(w, []):
+            perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), [1, 0])
+            if n.op_type == "Transpose" and tensors[w].dim() == 2 and perm == [1, 0]:
+                folded[n.output[0]] = w
+    drop = set(folded)
+    keep_nodes = [n for n in g.node if not (n.op_type == "Transpose" and n.output[0] in drop)]
+    still_read = {x for n in keep_nodes for x in n.input}
+    del g.node[:]
+    g.node.extend(keep_nodes)
+    kept_inputs = [i for i in g.input if i.name in user]
+    del g.input[:]
+    g.input.extend(kept_inputs)
+
+    data_name = os.path.basename(out_path) + ".data"
+    out = open(os.path.join(os.path.dirname(out_path), data_name), "wb") if external else None
+    try:
+        def add(name: str, t: torch.Tensor) -> None:
+            arr = t.detach().to(torch.float32).contiguous().numpy()  # a copy only for a transposed weight
+            init = onnx.TensorProto(name=name, data_type=onnx.TensorProto.FLOAT, dims=list(arr.shape))
+            if out is not None and arr.nbytes >= 1024:
+                offset = pad_to(out, ALIGN)
+                out.write(memoryview(arr).cast("B"))  # no bytes copy: an embedding is 1.2 GB at 1.7B
+                init.data_location = onnx.TensorProto.EXTERNAL
+                for key, value in (("location", data_name), ("offset", str(offset)), ("length", str(arr.nbytes))):
+                    entry = init.external_data.add()
+                    entry.key, entry.value = key, value
+            else:
+                init.raw_data = arr.tobytes()
+            g.initializer.append(init)
+
+        for w in weights:
+            if w in still_read:
+                add(w, tensors[w])
+        for name, w in folded.items():
+            add(name, tensors[w].t())
+    finally:
+        if out is not None:
+            out.close()
+    onnx.save_model(m, out_path)
+
+
+# Weights in model.onnx.data start on 64 KiB boundaries: ONNX Runtime then maps them from the
+# file instead of reading them onto its heap (it maps only aligned offsets), so a session holds
+# one copy of the weights (its prepacked kernels' own), not the file's bytes besides.
+ALIGN = 65536
+
+
+def pad_to(f, align: int) -> int:
+    pos = f.tell()
+    if pos % align:
+        f.write(b"\0" * (align - pos % align))
+    return f.tell()
+
+
+def align_external_data(path: str) -> None:
+    """Rewrites model.onnx.data (as a quantizer saved it) with every weight aligned (ALIGN),
+    one weight at a time."""
     import onnx
 
-    return onnx.load(out_path)
+    m = onnx.load(path, load_external_data=False)
+    base = os.path.dirname(path)
+    tensors = [t for t in m.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    if not tensors:
+        return
+    infos = [{e.key: e.value for e in t.external_data} for t in tensors]
+    names = {i["location"] for i in infos}
+    if len(names) != 1:
+        raise RuntimeError(f"{path}: weights in {len(names)} files; expected one")
+    location = names.pop()
+    src = os.path.join(base, location)
+    tmp = src + ".aligning"
+    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        for t, info in zip(tensors, infos):
+            fin.seek(int(info.get("offset", 0)))
+            data = fin.read(int(info["length"]))
+            offset = pad_to(fout, ALIGN)
+            fout.write(data)
+            del data
+            for e in t.external_data:
+                if e.key == "offset":
+                    e.value = str(offset)
+            if "offset" not in info:
+                entry = t.external_data.add()
+                entry.key, entry.value = "offset", str(offset)
+    os.replace(tmp, src)
+    onnx.save_model(m, path)
+
+
+def load(path: str):
+    """The ModelProto with every weight in memory (external data read in)."""
+    import onnx
+
+    return onnx.load(path, load_external_data=True)
 
 
 def save(model, out_path: str, external: bool) -> None:
@@ -82,6 +198,7 @@ def save(model, out_path: str, external: bool) -> None:
     data = os.path.basename(out_path) + ".data"
     if external:
         onnx.save_model(model, out_path, save_as_external_data=True, all_tensors_to_one_file=True, location=data, size_threshold=1024)
+        align_external_data(out_path)
     else:
         onnx.save_model(model, out_path)
 
@@ -119,23 +236,90 @@ def to_int4(m, progress: Callable[[str], None]):
     return q.model.model
 
 
-def compare(model: QwenContractLM, block_size: int, onnx_path: str) -> dict:
-    """ONNX Runtime against the torch module on block-causal inputs with and without a past.
-    Returns the worst relative difference of logits and of presents (|a-b| / (1 + |a|))."""
-    import onnxruntime as ort
+def to_int8(src: str, dst: str, external: bool, exclude: tuple = ()) -> None:
+    """8-bit weights per output channel (symmetric), activations quantized at run time: ONNX
+    Runtime's dynamic quantization of every MatMul with a constant weight (the lm head too; the
+    embedding's Gather stays float32). Its kernels use the CPU's int8 dot-product units."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
-    names = input_names(model.a.num_hidden_layers)
-    worst = {"logits": 0.0, "present": 0.0}
+    import onnx
+
+    src = unshare_gemm_weights(src)
+    quantize_dynamic(src, dst, op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=False,
+                     weight_type=QuantType.QInt8, use_external_data_format=external,
+                     extra_options={"MatMulConstBOnly": True}, nodes_to_exclude=list(exclude))
+    # The quantizer leaves the shapes its own inference guessed in value_info, some of them wrong
+    # (a tied embedding's Gather given the head's [.., vocab]); ONNX Runtime then refuses the
+    # graph. The graph alone is rewritten, the weights stay where they are.
+    m = onnx.load(dst, load_external_data=False)
+    del m.graph.value_info[:]
+    onnx.save_model(m, dst)
+    if external:
+        align_external_data(dst)
+
+
+def unshare_gemm_weights(path: str):
+    """``path``, or the model with a copy of each Gemm weight that another node also reads.
+    ONNX Runtime's quantizer turns a Gemm into a MatMul by transposing its weight in place:
+    a tied head (Gemm with transB over the embedding) would transpose the embedding under its
+    Gather too (the bundled model's graph has one)."""
+    import onnx
+
+    m = onnx.load(path, load_external_data=False)
+    readers: dict = {}
+    for n in m.graph.node:
+        for x in n.input:
+            readers[x] = readers.get(x, 0) + 1
+    inits = {i.name for i in m.graph.initializer}
+    shared = [n for n in m.graph.node if n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in inits and readers[n.input[1]] > 1]
+    if not shared:
+        return path
+    m = onnx.load(path)
+    by_name = {i.name: i for i in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "Gemm" and n.name in {g.name for g in shared}:
+            copy = onnx.TensorProto()
+            copy.CopyFrom(by_name[n.input[1]])
+            copy.name = n.input[1] + "/for_" + n.name.strip("/").replace("/", "_")
+            m.graph.initializer.append(copy)
+            n.input[1] = copy.name
+    return m
+
+
+def reference_outputs(model: QwenContractLM, block_size: int) -> list:
+    """The torch module's outputs on block-causal inputs with and without a past, computed
+    before export so that the module can be freed before ONNX Runtime loads the model."""
+    cases = []
     for b, s, p in [(1, 2 * block_size + 1, 0), (2, block_size + 3, block_size), (1, 1, 2 * block_size + 1)]:
         args = example_inputs(model, block_size, b, s, p, seed=b * 100 + s)
         with torch.no_grad():
             ref = model.eval()(*args)
-        got = sess.run(None, {n: a.numpy() for n, a in zip(names, args)})
+        cases.append(([a.numpy() for a in args], [r.numpy() for r in ref]))
+    return cases
+
+
+def compare(cases: list, layers: int, onnx_path: str) -> dict:
+    """ONNX Runtime against the reference outputs: the worst difference relative to 1 + |x| of
+    logits and of presents, the relative RMS error of the logits, and the share of rows whose
+    greedy token agrees."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    names = input_names(layers)
+    worst = {"logits": 0.0, "present": 0.0}
+    err2 = ref2 = 0.0
+    agree = rows = 0
+    for args, ref in cases:
+        got = sess.run(None, dict(zip(names, args)))
         for i, (r, o) in enumerate(zip(ref, got)):
-            if tuple(r.shape) != o.shape:
-                raise RuntimeError(f"ONNX Runtime output {i} has shape {o.shape}, torch {tuple(r.shape)} (B={b} S={s} P={p})")
-            diff = float(((r - torch.from_numpy(o)).abs() / (1 + r.abs())).max())
+            if r.shape != o.shape:
+                raise RuntimeError(f"ONNX Runtime output {i} has shape {o.shape}, torch {r.shape}")
+            diff = float((np.abs(r - o) / (1 + np.abs(r))).max())
             key = "logits" if i == 0 else "present"
             worst[key] = max(worst[key], diff)
-    return worst
+            if i == 0:
+                err2 += float(((r - o) ** 2).sum())
+                ref2 += float((r**2).sum())
+                agree += int((r.argmax(-1) == o.argmax(-1)).sum())
+                rows += r.shape[0] * r.shape[1]
+    return {**worst, "logits_rel_rms": (err2 / ref2) ** 0.5, "greedy_agreement": agree / rows}

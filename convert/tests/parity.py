@@ -1,6 +1,6 @@
 """Parity of a converted model directory with transformers' own Qwen3 / Qwen2 models.
 
-    python convert/tests/parity.py <checkpoint-dir> <model-dir> [--int4-model-dir DIR] [--fp16-model-dir DIR]
+    python convert/tests/parity.py <checkpoint-dir> <model-dir> [--int4-model-dir DIR] [--fp16-model-dir DIR] [--int8-model-dir DIR]
 
 The reference is independent of the converter: transformers' Qwen3ForCausalLM (SDAR's layers)
 or Qwen2ForCausalLM (Fast-dLLM v2's), built from the checkpoint's config.json and loaded from
@@ -11,7 +11,8 @@ Checks, on ONNX Runtime sessions of model.onnx:
   * block causality: changing the tokens of a later block leaves earlier logits bit-identical;
   * int4 (when given): the same comparison within the documented tolerance (relative RMS of the
     logits <= 0.35 on these random tiny weights, docs/model-contract.md "Weights");
-  * fp16 (when given): within 1e-3, as fp32 (bf16 weights are exact in float16).
+  * fp16 (when given): within 1e-3, as fp32 (bf16 weights are exact in float16);
+  * int8 (when given): relative RMS of the logits <= 0.1 (measured 0.02 on the tiny weights).
 Prints one JSON line of measured differences; exits non-zero on any failure.
 """
 
@@ -30,6 +31,7 @@ from safetensors.torch import load_file
 
 REL_TOL = 1e-3
 INT4_REL_RMS = 0.35
+INT8_REL_RMS = 0.1
 
 
 def reference_model(ckpt: str):
@@ -117,6 +119,7 @@ def main() -> None:
     ap.add_argument("model_dir")
     ap.add_argument("--int4-model-dir")
     ap.add_argument("--fp16-model-dir")
+    ap.add_argument("--int8-model-dir")
     a = ap.parse_args()
     model, cfg = reference_model(a.checkpoint)
     with open(os.path.join(a.model_dir, "config.json"), encoding="utf-8") as f:
@@ -181,6 +184,12 @@ def main() -> None:
             if r["logits_rel_rms"] > INT4_REL_RMS:
                 failures.append(f"int4: logits relative RMS {r['logits_rel_rms']:.3f} > {INT4_REL_RMS}")
         compare("int4", a.int4_model_dir, int4_ok)
+
+    if a.int8_model_dir:
+        def int8_ok(name, r):
+            if r["logits_rel_rms"] > INT8_REL_RMS:
+                failures.append(f"int8: logits relative RMS {r['logits_rel_rms']:.3f} > {INT8_REL_RMS}")
+        compare("int8", a.int8_model_dir, int8_ok)
 
     print(json.dumps(report))
     if failures:

@@ -13,7 +13,7 @@ export const NO_VENV_MESSAGE =
 
 export interface ConvertedFixtures {
   checkpoints: { sdar: string; fastDllm: string };
-  models: { sdar: string; sdarFp16: string; sdarInt4: string; fastDllm: string };
+  models: { sdar: string; sdarFp16: string; sdarInt8: string; sdarInt4: string; fastDllm: string };
 }
 
 /** Runs a Python file or module of convert/ with the venv; rejects with its stderr on failure. */
@@ -36,10 +36,13 @@ export function runConvertPython(args: string[], timeoutMs = 300_000): Promise<{
 }
 
 /** `tessera convert` through the real command line (bin/tessera.ts). */
-export function tesseraConvert(args: string[]): { status: number | null; stdout: string; stderr: string } {
+export function tesseraConvert(
+  args: string[],
+  env: Record<string, string> = {},
+): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, ["--import", "tsx", "bin/tessera.ts", "convert", ...args], {
     cwd: REPO_ROOT,
-    env: { ...process.env, OMP_NUM_THREADS: "1" },
+    env: { ...process.env, OMP_NUM_THREADS: "1", ...env },
     encoding: "utf8",
     timeout: 300_000,
   });
@@ -72,6 +75,7 @@ export async function convertedFixtures(): Promise<ConvertedFixtures> {
     models: {
       sdar: join(root, "sdar"),
       sdarFp16: join(root, "sdar-fp16"),
+      sdarInt8: join(root, "sdar-int8"),
       sdarInt4: join(root, "sdar-int4"),
       fastDllm: join(root, "fast_dllm_v2"),
     },
@@ -108,6 +112,7 @@ async function build(root: string): Promise<void> {
     runConvertPython(["-m", "tessera_convert", join(building, "ckpt", ckpt), join(building, out), ...extra]);
   await Promise.all([convert("sdar", "sdar"), convert("fast_dllm_v2", "fast_dllm_v2")]);
   await Promise.all([convert("sdar", "sdar-fp16", "--weights", "fp16"), convert("sdar", "sdar-int4", "--weights", "int4")]);
+  await convert("sdar", "sdar-int8", "--weights", "int8");
   mkdirSync(join(building, "complete"));
   renameSync(building, root);
 }
