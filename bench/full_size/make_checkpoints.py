@@ -1,7 +1,7 @@
 """Random-weight checkpoints in the published layouts of the real-size block-diffusion models.
 
     convert/.venv/bin/python bench/full_size/make_checkpoints.py <name> <out-dir> [--paper]
-    names: sdar-1.7b-chat, sdar-4b-chat, fast-dllm-v2-1.5b, sdar-160m-ci (the CI size)
+    names: sdar-1.7b-chat, sdar-4b-chat, fast-dllm-v2-1.5b, sdar-118m-ci (the CI size)
 
 Shapes, config.json keys and values, generation_config.json, shard layout and index are those
 of the published checkpoints; the tokenizer is convert/'s test tokenizer (a few hundred real
@@ -71,10 +71,10 @@ SPECS = {
         "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.53.1", "use_cache": True,
         "use_sliding_window": False, "vocab_size": QWEN_VOCAB}},
     # The CI size: Qwen's full vocabulary (the embedding and the head are most of a small model's
-    # bytes) on 2 narrow layers, an untied head: 160 M parameters that convert in seconds.
-    "sdar-160m-ci": {"family": "sdar", "shards": 2, "config": {
-        **SDAR_COMMON, "hidden_size": 512, "intermediate_size": 1024, "max_window_layers": 2, "head_dim": 64,
-        "num_attention_heads": 8, "num_hidden_layers": 2, "num_key_value_heads": 4, "tie_word_embeddings": False,
+    # bytes) on 2 narrow layers, an untied head: 118 M parameters that convert in seconds.
+    "sdar-118m-ci": {"family": "sdar", "shards": 2, "config": {
+        **SDAR_COMMON, "hidden_size": 384, "intermediate_size": 768, "max_window_layers": 2, "head_dim": 64,
+        "num_attention_heads": 6, "num_hidden_layers": 2, "num_key_value_heads": 2, "tie_word_embeddings": False,
         "max_position_embeddings": 4096}},
 }
 

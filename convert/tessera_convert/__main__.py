@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import shutil
 import sys
 import tempfile
 import time
 
 from .errors import ConvertError
+from .stage import progress, torch_stage
 
 TWO_GB = 2 * 1024**3
 # model.onnx bytes per parameter: int8/int4 keep the embedding in float32 (counted as ~1 byte/param on average).
@@ -31,24 +33,12 @@ def param_count(a) -> int:
 
 
 def peak_gb(params: int, weights: str) -> float:
-    """Measured at 1.7B (bench/full_size/README.md): the fp32 module plus about 15% while exporting;
-    quantizing holds the fp32 ONNX weights and the quantized ones."""
+    """Measured at 1.7B (bench/full_size/README.md): the PyTorch stage peaks at 1.43x the fp32
+    weights (the module, the safetensors pages, the exporter's trace); int8 is quantized one
+    weight at a time after it; fp16 and int4 go through ONNX's and ONNX Runtime's whole-model
+    code, which holds the fp32 model and its copies (about 2.5x)."""
     fp32 = params * 4 / 1e9
-    return fp32 * 1.15 if weights == "fp32" else fp32 * 1.15 + params * BYTES_PER_PARAM[weights] / 1e9
-
-
-def memory_gb() -> str:
-    """Resident and peak memory of this process so far (Linux; empty elsewhere)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            v = {k: int(rest.split()[0]) / 1024**2 for k, rest in (line.split(":", 1) for line in f) if k in ("VmRSS", "VmHWM")}
-        return f" [rss {v['VmRSS']:.1f} GB, peak {v['VmHWM']:.1f} GB]"
-    except (OSError, KeyError, ValueError):
-        return ""
-
-
-def progress(message: str) -> None:
-    print(f"[convert {time.strftime('%H:%M:%S')}]{memory_gb()} {message}", file=sys.stderr, flush=True)
+    return fp32 * (1.43 if weights in ("fp32", "int8") else 2.5)
 
 
 def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str, force: bool) -> dict:
@@ -73,55 +63,49 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
     a = ck.arch
     progress(f"{ck.family.label}: {a.num_hidden_layers} layers, hidden {a.hidden_size}, heads {a.num_attention_heads}/{a.num_key_value_heads}"
              f" x {a.head_dim}, vocab {a.vocab_size}, block {ck.block_size}, mask {ck.mask_token_id}, stops {ck.stop_token_ids}")
-    files = weight_files(ckpt_dir)
-
-    import gc
-
-    import torch
-
-    from .checkpoint import load_state_dict
-    from .export import attach_weights, compare, export_fp32, load, reference_outputs, save, to_fp16_weights, to_int4, to_int8
-    from .model_dir import config_json, decision_json, model_card, tokenizer_files, write_json
-    from .qwen import QwenContractLM
+    weight_files(ckpt_dir)  # a missing shard is reported before any work
 
     params = param_count(a)
     est_bytes = params * BYTES_PER_PARAM[weights]
     use_external = external == "always" or (external == "auto" and est_bytes > TWO_GB * 0.9)
     progress(f"{params / 1e9:.3f} B parameters; {weights} model.onnx of about {est_bytes / 1e9:.2f} GB"
              f"{' (+ model.onnx.data: past ONNX protobuf limit of 2 GB)' if use_external else ''}; "
-             f"expected peak memory {peak_gb(params, weights):.1f} GB (the fp32 model in PyTorch, then "
-             f"{'the fp32 ONNX weights while quantizing' if weights in ('int8', 'int4') else 'one weight at a time'})")
+             f"expected peak memory {peak_gb(params, weights):.1f} GB ("
+             f"{'the fp32 model in PyTorch, then one weight at a time' if weights in ('fp32', 'int8') else 'the whole fp32 model and its copies while converting the weights'})")
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.converting-", dir=parent)
     work = tempfile.mkdtemp(prefix=".tessera-export-", dir=parent)
     try:
-        torch.manual_seed(0)
-        with torch.device("meta"):
-            model = QwenContractLM(a)
-        model = model.to_empty(device="cpu")
-        model.inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, a.head_dim, 2, dtype=torch.float32) / a.head_dim))
-        if a.tie_word_embeddings:
-            model.lm_head.weight = model.model.embed_tokens.weight
-        t0 = time.time()
-        load_state_dict(model, files, progress)
-        params = sum(p.numel() for p in model.parameters())
-        progress(f"loaded {params / 1e6:.1f} M parameters in {time.time() - t0:.1f} s; reference outputs for the check")
-        cases = reference_outputs(model, ck.block_size)
-        progress("exporting the graph to ONNX (opset 17, fp32)")
-        t0 = time.time()
-        graph = export_fp32(model, ck.block_size, work)
         onnx_path = os.path.join(staging, "model.onnx")
         fp32_path = onnx_path if weights == "fp32" else os.path.join(work, "model.onnx")
-        progress(f"exported in {time.time() - t0:.1f} s; writing the weights one at a time")
-        attach_weights(graph, model, fp32_path, use_external if weights == "fp32" else True)
-        del model
-        gc.collect()
-        progress(f"fp32 model written in {time.time() - t0:.1f} s; PyTorch's copy freed")
+        # PyTorch's part (the module, the reference outputs, the graph and its fp32 weights) runs in
+        # a process of its own: its memory goes back to the system when it ends, before ONNX
+        # Runtime or a quantizer needs as much again (freeing the module in-process left 7 GB).
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        child = ctx.Process(target=torch_stage, args=(ckpt_dir, block_size, fp32_path, use_external if weights == "fp32" else True, work))
+        child.start()
+        child.join()
+        failure = os.path.join(work, "error.txt")
+        if os.path.exists(failure):
+            with open(failure, encoding="utf-8") as f:
+                raise ConvertError(f.read())
+        if child.exitcode != 0:
+            raise ConvertError(f"the PyTorch stage exited with {child.exitcode} (out of memory? it needs about {params * 4.6 / 1e9:.1f} GB)")
+        with open(os.path.join(work, "reference.pkl"), "rb") as f:
+            cases = pickle.load(f)
+        import gc
+
+        from .export import compare, load, save, to_fp16_weights, to_int4, to_int8
+        from .model_dir import config_json, decision_json, model_card, tokenizer_files, write_json
+
         t0 = time.time()
         if weights == "int8":
-            progress(f"int8: quantizing every MatMul's weights per output channel (activations at run time); peak about {peak_gb(params, weights):.1f} GB")
-            to_int8(fp32_path, onnx_path, use_external)
+            progress("int8: quantizing every MatMul's weights per output channel (activations at run time), one weight at a time")
+            count = to_int8(fp32_path, onnx_path, use_external)
+            progress(f"int8: {count} matmuls quantized")
         elif weights in ("fp16", "int4"):
             proto = load(fp32_path)
             if weights == "fp16":

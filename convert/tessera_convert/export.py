@@ -236,54 +236,14 @@ def to_int4(m, progress: Callable[[str], None]):
     return q.model.model
 
 
-def to_int8(src: str, dst: str, external: bool, exclude: tuple = ()) -> None:
+def to_int8(src: str, dst: str, external: bool, exclude: tuple = ()) -> int:
     """8-bit weights per output channel (symmetric), activations quantized at run time: ONNX
     Runtime's dynamic quantization of every MatMul with a constant weight (the lm head too; the
-    embedding's Gather stays float32). Its kernels use the CPU's int8 dot-product units."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    embedding's Gather stays float32), written one weight at a time (quantize_int8.py). Its
+    kernels use the CPU's int8 dot-product units."""
+    from .quantize_int8 import to_int8_streamed
 
-    import onnx
-
-    src = unshare_gemm_weights(src)
-    quantize_dynamic(src, dst, op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=False,
-                     weight_type=QuantType.QInt8, use_external_data_format=external,
-                     extra_options={"MatMulConstBOnly": True}, nodes_to_exclude=list(exclude))
-    # The quantizer leaves the shapes its own inference guessed in value_info, some of them wrong
-    # (a tied embedding's Gather given the head's [.., vocab]); ONNX Runtime then refuses the
-    # graph. The graph alone is rewritten, the weights stay where they are.
-    m = onnx.load(dst, load_external_data=False)
-    del m.graph.value_info[:]
-    onnx.save_model(m, dst)
-    if external:
-        align_external_data(dst)
-
-
-def unshare_gemm_weights(path: str):
-    """``path``, or the model with a copy of each Gemm weight that another node also reads.
-    ONNX Runtime's quantizer turns a Gemm into a MatMul by transposing its weight in place:
-    a tied head (Gemm with transB over the embedding) would transpose the embedding under its
-    Gather too (the bundled model's graph has one)."""
-    import onnx
-
-    m = onnx.load(path, load_external_data=False)
-    readers: dict = {}
-    for n in m.graph.node:
-        for x in n.input:
-            readers[x] = readers.get(x, 0) + 1
-    inits = {i.name for i in m.graph.initializer}
-    shared = [n for n in m.graph.node if n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in inits and readers[n.input[1]] > 1]
-    if not shared:
-        return path
-    m = onnx.load(path)
-    by_name = {i.name: i for i in m.graph.initializer}
-    for n in m.graph.node:
-        if n.op_type == "Gemm" and n.name in {g.name for g in shared}:
-            copy = onnx.TensorProto()
-            copy.CopyFrom(by_name[n.input[1]])
-            copy.name = n.input[1] + "/for_" + n.name.strip("/").replace("/", "_")
-            m.graph.initializer.append(copy)
-            n.input[1] = copy.name
-    return m
+    return to_int8_streamed(src, dst, external, exclude)
 
 
 def reference_outputs(model: QwenContractLM, block_size: int) -> list:

@@ -141,6 +141,33 @@ def decision_json(ck: Checkpoint) -> dict:
     }
 
 
+# Measured on SDAR-1.7B-Chat's layout, 2 ONNX Runtime threads of a shared 2-core Xeon (AVX-512
+# VNNI, AMX), bench/full_size/README.md: resident memory of a loaded session per parameter, and
+# ms per 64-token block forward per billion parameters (no past; the block is compute-bound, so
+# time scales with the matmul parameters).
+SERVING_BYTES_PER_PARAM = {"fp32": 3.83, "fp16": 3.83, "int8": 1.75, "int4": 1.4}
+FORWARD_MS_PER_B = {"fp32": 4950, "fp16": 4950, "int8": 2300, "int4": 4950}
+
+
+def memory_and_speed(a, weights: str, params: int, onnx_bytes: int) -> List[str]:
+    """The card's memory and speed lines for this model's size, from the measured rates."""
+    kv_per_token = 2 * a.num_hidden_layers * a.num_key_value_heads * a.head_dim * 4
+    rss = params * SERVING_BYTES_PER_PARAM.get(weights, 4.0)
+    fwd = params / 1e9 * FORWARD_MS_PER_B.get(weights, 4950)
+    return [
+        f"Expected when served (measured rates of bench/full_size/README.md, scaled to {params / 1e9:.2f} B parameters; "
+        "2 threads of the 2-core Xeon it was measured on, so treat times as an order of magnitude):",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| files | {onnx_bytes / 1e9:.2f} GB |",
+        f"| resident memory of the loaded model | about {rss / 1e9:.1f} GB (weights mapped from the file, kernels' own packed copies) |",
+        f"| KV cache | {kv_per_token / 1024:.0f} KiB per token of context (float32): {kv_per_token * 4096 / 2**30:.2f} GiB at 4,096 |",
+        f"| one 64-token block forward, no past | about {fwd / 1000:.1f} s (int8 is the fastest format on CPUs with int8 units) |",
+        "| converting | peak memory about 1.43x the fp32 weights (fp32, int8); 2.5x (fp16, int4) |",
+    ]
+
+
 def model_card(ck: Checkpoint, config: dict, weights: str, report: dict, source: str) -> str:
     a = ck.arch
     params = report.get("parameters", 0)
@@ -162,6 +189,10 @@ def model_card(ck: Checkpoint, config: dict, weights: str, report: dict, source:
         f"| end of turn / stop ids | {ck.eos_token_id} / {', '.join(map(str, ck.stop_token_ids))} |",
         f"| logits shift | {ck.family.logits_shift} ({'row i predicts token i + 1' if ck.family.logits_shift else 'row i predicts token i'}) |",
         f"| decoding defaults | {json.dumps(config['decoding'])} |",
+        "",
+        "## Memory and speed",
+        "",
+        *memory_and_speed(a, weights, params, report.get("onnx_bytes", 0)),
         "",
         "## What was verified at conversion",
         "",
