@@ -4,7 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const CONVERT_HELP = `Usage:
-  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int8|int4] [--force]
+  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights int8|fp32|fp16|int4] [--force]
       Convert a Hugging Face SDAR or Fast-dLLM v2 checkpoint directory into a Tessera model
       directory (docs/model-contract.md). Runs the Python converter under convert/ with
       TESSERA_CONVERT_PYTHON (default convert/.venv/bin/python).

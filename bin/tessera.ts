@@ -27,7 +27,7 @@ const USAGE = `Usage:
       Manage API keys, accounts, limits and usage: through accounting at
       TESSERA_ACCOUNTING_URL with TESSERA_ADMIN_TOKEN when set, else in TESSERA_DATA_DIR
       (tessera keys --help).
-  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights fp32|fp16|int8|int4]
+  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights int8|fp32|fp16|int4]
       Convert a Hugging Face SDAR or Fast-dLLM v2 checkpoint into a model directory
       (tessera convert --help).
   tessera calibrate <model-dir> <labelled.jsonl> [--holdout F] [--write]

@@ -145,8 +145,8 @@ def decision_json(ck: Checkpoint) -> dict:
 # VNNI, AMX), bench/full_size/README.md: resident memory of a loaded session per parameter, and
 # ms per 64-token block forward per billion parameters (no past; the block is compute-bound, so
 # time scales with the matmul parameters).
-SERVING_BYTES_PER_PARAM = {"fp32": 3.83, "fp16": 3.83, "int8": 1.75, "int4": 1.4}
-FORWARD_MS_PER_B = {"fp32": 4950, "fp16": 4950, "int8": 2300, "int4": 4950}
+SERVING_BYTES_PER_PARAM = {"fp32": 3.83, "fp16": 3.83, "int8": 0.97, "int4": 1.4}
+FORWARD_MS_PER_B = {"fp32": 4950, "fp16": 4950, "int8": 1530, "int4": 4950}
 
 
 def memory_and_speed(a, weights: str, params: int, onnx_bytes: int) -> List[str]:

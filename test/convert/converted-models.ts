@@ -110,7 +110,7 @@ async function build(root: string): Promise<void> {
   await runConvertPython(["convert/make_tiny_checkpoints.py", join(building, "ckpt")]);
   const convert = (ckpt: string, out: string, ...extra: string[]) =>
     runConvertPython(["-m", "tessera_convert", join(building, "ckpt", ckpt), join(building, out), ...extra]);
-  await Promise.all([convert("sdar", "sdar"), convert("fast_dllm_v2", "fast_dllm_v2")]);
+  await Promise.all([convert("sdar", "sdar", "--weights", "fp32"), convert("fast_dllm_v2", "fast_dllm_v2", "--weights", "fp32")]);
   await Promise.all([convert("sdar", "sdar-fp16", "--weights", "fp16"), convert("sdar", "sdar-int4", "--weights", "int4")]);
   await convert("sdar", "sdar-int8", "--weights", "int8");
   mkdirSync(join(building, "complete"));

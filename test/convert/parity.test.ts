@@ -102,10 +102,12 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: parity with transformers' 
 
   it("through the command line: --block-size, external data, and never a half-written directory", () => {
     const out = join(scratch, "sdar-b8");
+    // The default weights (int8, the CPU default) in model.onnx.data.
     const ok = tesseraConvert([fx.checkpoints.sdar, out, "--block-size", "8", "--external-data", "always"]);
     expect(ok.stderr).toMatch(/checking with ONNX Runtime/);
     expect(ok.status).toBe(0);
     expect(JSON.parse(readFileSync(join(out, "config.json"), "utf8")).block_size).toBe(8);
+    expect(JSON.parse(readFileSync(join(out, "config.json"), "utf8")).source.weights).toBe("int8");
     expect(existsSync(join(out, "model.onnx.data"))).toBe(true);
 
     const again = tesseraConvert([fx.checkpoints.sdar, out]);

@@ -32,7 +32,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert at 118 M parameters (SDAR l
 
   beforeAll(async () => {
     await runConvertPython(["bench/full_size/make_checkpoints.py", "sdar-118m-ci", ckpt]);
-    fp32Log = (await runConvertPython(["-m", "tessera_convert", ckpt, fp32, "--external-data", "always"])).stderr;
+    fp32Log = (await runConvertPython(["-m", "tessera_convert", ckpt, fp32, "--weights", "fp32", "--external-data", "always"])).stderr;
     // int8 from the fp32 file by the converter's own quantizer (`--weights int8` runs it after the
     // same PyTorch stage): one PyTorch stage instead of two keeps the test in seconds.
     await runConvertPython(["-c", `import shutil; shutil.copytree(${JSON.stringify(fp32)}, ${JSON.stringify(int8)})`]);
