@@ -80,8 +80,8 @@ ckpt, contexts, threads, n, _, dtype = sys.argv[1], [int(c) for c in sys.argv[2]
 torch.set_num_threads(threads)
 base = rss_mb()
 t0 = time.perf_counter()
-model, cfg = reference_model(ckpt)
-model = model.to(getattr(torch, dtype)).eval()
+model, cfg = reference_model(ckpt, getattr(torch, dtype))
+model.config._attn_implementation = "sdpa"
 load = time.perf_counter() - t0
 rss = rss_mb()
 from transformers import DynamicCache
@@ -90,17 +90,19 @@ hd = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
 out = {"model": ckpt, "weights": f"pytorch {dtype}", "load_s": load, "rss_mb": rss - base, "ms": {}, "kv_fetch_ms": {}}
 for P in contexts:
     S = 64
-    cache = DynamicCache()
     kv = torch.randn(1, c.num_key_value_heads, P, hd).to(model.dtype)
-    for l in range(c.num_hidden_layers):
-        cache.update(kv, kv, l)
+    def past():
+        cache = DynamicCache()
+        for l in range(c.num_hidden_layers):
+            cache.update(kv, kv, l)
+        return cache
     ids = torch.randint(0, 300, (1, S))
     pos = torch.arange(P, P + S)[None]
     mask = torch.zeros(1, 1, S, P + S, dtype=model.dtype)  # the block sees its past and itself, both ways
     def fwd():
+        # A fresh cache of the context each time (rebuilding it costs references, not copies).
         with torch.no_grad():
-            model(input_ids=ids, position_ids=pos, attention_mask=mask, past_key_values=cache, use_cache=True)
-        cache.crop(P)
+            model(input_ids=ids, position_ids=pos, attention_mask=mask, past_key_values=past(), use_cache=True)
     out["ms"][P] = median_ms(fwd, n)
 out["peak_mb"] = peak_mb()
 print(json.dumps(out))

@@ -99,9 +99,8 @@ def main() -> None:
         ids = ids["input_ids"]
     added = json.load(open(os.path.join(a.checkpoint, "added_tokens.json")))
     mask_id = added.get("<|MASK|>", added.get("|<MASK>|"))
-    model, _ = reference_model(a.checkpoint)
+    model, _ = reference_model(a.checkpoint, getattr(torch, a.dtype))
     model.config._attn_implementation = "sdpa"
-    model = model.to(getattr(torch, a.dtype)).eval()
     generate(model, ids, mask_id, [mask_id], a.block, 8, a.threshold)  # warm-up
     t = time.perf_counter()
     reply, forwards = generate(model, ids, mask_id, [mask_id], a.block, a.gen, a.threshold)

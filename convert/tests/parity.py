@@ -34,7 +34,7 @@ INT4_REL_RMS = 0.35
 INT8_REL_RMS = 0.1
 
 
-def reference_model(ckpt: str):
+def reference_model(ckpt: str, dtype=torch.float32):
     import transformers
 
     with open(os.path.join(ckpt, "config.json"), encoding="utf-8") as f:
@@ -53,17 +53,23 @@ def reference_model(ckpt: str):
         config = transformers.Qwen2Config(**common)
         cls = transformers.Qwen2ForCausalLM
     config._attn_implementation = "eager"
-    model = cls(config).eval()
+    # Built on the meta device and given the checkpoint's tensors (assign): one copy of the
+    # weights, not a random init plus a loaded state dict (14 GB at 1.7B in float32).
+    with torch.device("meta"):
+        model = cls(config).eval()
     state = {}
     for path in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
-        state.update({k: v.to(torch.float32) for k, v in load_file(path).items()})
-    missing, unexpected = model.load_state_dict(state, strict=False)
+        for k, v in load_file(path).items():
+            state[k] = v.to(dtype)
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
+    del state
     missing = [k for k in missing if not (k == "lm_head.weight" and cfg["tie_word_embeddings"])]
     if missing or unexpected:
         raise SystemExit(f"reference load: missing {missing}, unexpected {unexpected}")
     if cfg["tie_word_embeddings"]:
         model.lm_head.weight = model.model.embed_tokens.weight
-    return model.float(), cfg
+    model.model.rotary_emb = type(model.model.rotary_emb)(config=config)  # its buffers were on meta
+    return model, cfg
 
 
 def block_mask(past: int, seq: int, block: int) -> torch.Tensor:
