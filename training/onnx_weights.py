@@ -44,7 +44,9 @@ def onnx_state_dict(onnx_path: str, cfg: ModelConfig) -> Dict[str, torch.Tensor]
         if init.data_type not in (1, 10):  # float, float16
             continue
         a = _array(init)
-        name = init.name[len("model."):] if init.name.startswith("model.") else init.name
+        # A weights-in-fp16 directory stores `X_fp16` and casts it back to `X` at run time.
+        full = init.name[: -len("_fp16")] if init.name.endswith("_fp16") else init.name
+        name = full[len("model."):] if full.startswith("model.") else full
         if not name.startswith("onnx::") and (name.endswith(".weight") or name == "lm_bias"):
             named[name] = a
         elif a.ndim == 2:

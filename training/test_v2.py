@@ -21,6 +21,7 @@ from decode_batch import _choose, Row, decode_batch, parse_policy, token_f1  # n
 from eval_targets import structured_ok, validates  # noqa: E402
 
 TINY = os.path.join(HERE, "..", "test", "fixtures", "tiny-model")
+BUNDLED = os.path.join(HERE, "..", "models", "tessera-bd-small")
 try:
     import onnx  # noqa: F401
     import onnxruntime  # noqa: F401
@@ -103,6 +104,13 @@ class WarmStart(unittest.TestCase):
             model.layers[0].mlp.up_proj.weight.mul_(-1)  # a scrambled mapping must be caught
         with self.assertRaises(ValueError):
             verify(model, os.path.join(TINY, "model.onnx"))
+
+    def test_the_shipped_fp16_model_warm_starts(self):
+        # Its initializers are `X_fp16`, cast back to `X` in the graph.
+        from onnx_weights import model_from_onnx, verify
+
+        model = model_from_onnx(BUNDLED, max_position_embeddings=4096)
+        self.assertLess(verify(model, os.path.join(BUNDLED, "model.onnx")), 2e-3)
 
 
 class StructuredCheck(unittest.TestCase):
