@@ -53,6 +53,9 @@ export class GrammarLane {
     worker.unref();
     this.worker = worker;
     this.loaded = this.call<string | undefined>({ op: "load" });
+    // A lane terminated before anyone awaited its load (a spare thread, a stopped compile) must
+    // not leave an unhandled rejection behind; awaiters still see the error.
+    this.loaded.catch(() => undefined);
   }
 
   /** Resolves once the thread has its vocabulary and compiler (not counted in any compile's budget). */
