@@ -48,6 +48,17 @@ export async function startInferenceWorker(
     logger: inferenceLogger,
     metrics: metrics.registry,
   });
-  const grammar = { cacheSize: config.grammarCacheSize, compileBudgetMs: config.grammarCompileBudgetMs, workers: config.grammarWorkers };
+  const grammar = {
+    cacheSize: config.grammarCacheSize,
+    compileBudgetMs: config.grammarCompileBudgetMs,
+    workers: config.grammarWorkers,
+    numberBounds: config.grammarNumberBounds,
+    finish: {
+      loopRepeats: config.grammarLoopRepeats,
+      stringBudget: config.grammarStringBudget,
+      itemBudget: config.grammarItemBudget,
+      freeText: config.grammarFreeTextGuard,
+    },
+  };
   return { pool, routes: inferenceRoutes({ pool, logger: inferenceLogger, workerId: config.workerId, grammar }) };
 }

@@ -71,3 +71,11 @@ export const token = (raw: string): string | undefined => {
   if (value.length > 1024 || !/^[\x21-\x7e]+$/.test(value)) throw new Error("must be 16-1024 printable ASCII characters without spaces");
   return value;
 };
+
+/** on/off (also 1/0, true/false, yes/no). */
+export function onOff(raw: string): boolean {
+  const value = raw.trim().toLowerCase();
+  if (["on", "1", "true", "yes"].includes(value)) return true;
+  if (["off", "0", "false", "no"].includes(value)) return false;
+  throw new Error("must be on or off");
+}

@@ -1,9 +1,10 @@
 import { availableParallelism, hostname } from "node:os";
-import { integer, path, optional, baseUrl, urlList, parseCorsOrigins, token } from "./config-parsers.js";
+import { integer, path, optional, baseUrl, urlList, parseCorsOrigins, token, onOff } from "./config-parsers.js";
 import type { Config, ExecutionProvider } from "./config.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 
 // Every setting: its variable, default, help line and parser. `loadConfig` (config.ts) reads them.
+
 export interface Setting<K extends keyof Config> {
   env: string;
   key: K;
@@ -113,12 +114,7 @@ export const SETTINGS: readonly AnySetting[] = [
     key: "ortWorker",
     fallback: "on",
     help: "Run ONNX Runtime sessions on a worker thread (on), so forwards never block the event loop; off runs them on the main thread.",
-    parse: (raw) => {
-      const value = raw.trim().toLowerCase();
-      if (["on", "1", "true", "yes"].includes(value)) return true;
-      if (["off", "0", "false", "no"].includes(value)) return false;
-      throw new Error("must be on or off");
-    },
+    parse: onOff,
   },
   {
     env: "TESSERA_INTRA_OP_THREADS",
@@ -187,6 +183,41 @@ export const SETTINGS: readonly AnySetting[] = [
     fallback: "6",
     help: "Grammar compile threads per model: compiles run in parallel on threads that serve no reply; a grammar's replies run on the thread that compiled it.",
     parse: integer(1, 64),
+  },
+  {
+    env: "TESSERA_GRAMMAR_NUMBER_BOUNDS",
+    key: "grammarNumberBounds",
+    fallback: "on",
+    help: "Bound integers to ±(2^53 − 1) and numbers to 16 integer, 15 fraction and 2 exponent digits where a schema gives no bounds (docs/constrained-decoding.md).",
+    parse: onOff,
+  },
+  {
+    env: "TESSERA_GRAMMAR_LOOP_REPEATS",
+    key: "grammarLoopRepeats",
+    fallback: "4",
+    help: "Loop guard of constrained values: a unit of 1–8 tokens repeated this many times (over 8 tokens at least) has its next repeat masked; 0: off.",
+    parse: integer(0, 1000),
+  },
+  {
+    env: "TESSERA_GRAMMAR_STRING_BUDGET",
+    key: "grammarStringBudget",
+    fallback: "256",
+    help: "Tokens of a JSON string after which closing it is progressively favoured; 0: no budget.",
+    parse: integer(0, 1_000_000),
+  },
+  {
+    env: "TESSERA_GRAMMAR_ITEM_BUDGET",
+    key: "grammarItemBudget",
+    fallback: "64",
+    help: "Items of a JSON array or object after which closing it is progressively favoured; 0: no budget.",
+    parse: integer(0, 1_000_000),
+  },
+  {
+    env: "TESSERA_GRAMMAR_FREE_TEXT_GUARD",
+    key: "grammarFreeTextGuard",
+    fallback: "off",
+    help: "Apply the loop guard to the free text of an auto-tools reply too (it changes answers, so off by default).",
+    parse: onOff,
   },
   {
     env: "TESSERA_LOG_LEVEL",

@@ -39,6 +39,14 @@ export interface Config {
   grammarCompileBudgetMs: number;
   /** Grammar worker threads per model (compiles in parallel, stopped at the budget). */
   grammarWorkers: number;
+  /** Integers and numbers bounded where a schema gives no bounds. */
+  grammarNumberBounds: boolean;
+  /** The loop guard and length budgets of constrained values (0: off). */
+  grammarLoopRepeats: number;
+  grammarStringBudget: number;
+  grammarItemBudget: number;
+  /** The loop guard on auto-tools free text too. */
+  grammarFreeTextGuard: boolean;
   logLevel: LogLevel;
   natsUrl: string | undefined;
   workerId: string;

@@ -45,7 +45,7 @@ export interface InferenceDeps {
   logger: Logger;
   /** This worker's id, reported in GenerateStarted. */
   workerId: string;
-  /** Grammar-constrained decoding: compiled-grammar cache, compile budget, compile threads. */
+  /** Grammar-constrained decoding: compiled-grammar cache, compile budget, compile threads, number bounds, loop guard and budgets. */
   grammar?: Partial<GrammarOptions> & { workers?: number };
 }
 
@@ -86,6 +86,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
       vocab: vocabSize,
       banned: bannedTokenIds(engine.decode),
       tags,
+      ...(grammarOptions.finish !== undefined ? { finish: grammarOptions.finish } : {}),
       onCompile: (seconds) => engine.metrics?.grammarCompileSeconds.observe({ model: engine.name }, seconds),
     });
     engine.metrics?.constrainedRequests.inc({ model: engine.name, kind: spec.kind });

@@ -8,7 +8,7 @@ import type { GrammarReport, SequenceGrammar } from "./sequence-grammar.js";
 export class ConstrainedSpan {
   /** The constraint applies now (false while the reply is still in its free thinking span). */
   active: boolean;
-  readonly report: GrammarReport = { tokens: 0, forced: 0, steps: 0, ms: 0, deadEnd: false };
+  readonly report: GrammarReport = { tokens: 0, forced: 0, steps: 0, ms: 0, deadEnd: false, loopGuard: 0, budget: 0 };
   private commits: { index: number; token: number }[] | undefined;
   /** Tokens committed after `</think>` when the constraint opened, offered to the grammar next. */
   private replay: number[] = [];
@@ -83,5 +83,7 @@ export class ConstrainedSpan {
     this.report.forced += commit.forced;
     if (step) this.report.steps++;
     if (commit.deadEnd) this.report.deadEnd = true;
+    this.report.loopGuard += commit.guarded?.loops ?? 0;
+    this.report.budget += commit.guarded?.budget ?? 0;
   }
 }

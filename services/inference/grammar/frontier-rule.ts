@@ -41,6 +41,24 @@ export interface FrontierInput {
   banned: Uint8Array;
   threshold: number;
   encode: (text: string) => number[];
+  /** Steers guesses out of values that would not end (loop-guard.ts); absent: plain guesses. */
+  steer?: GuessSteer;
+}
+
+/** A change to one guess: a token masked, and a logit bonus for the tokens of one role. */
+export interface GuessBias {
+  /** The token masked (when other tokens remain allowed). */
+  ban?: number;
+  /** Tokens' roles by id; those of `role` get `bonus` added to their logit. */
+  favour?: Uint8Array;
+  role?: number;
+  bonus: number;
+}
+
+export interface GuessSteer {
+  steering(): GuessBias | undefined;
+  /** The steering changed the guess: by its mask (`loop`), or by its bonus. */
+  intervened(bias: GuessBias, loop: boolean): void;
 }
 
 export interface FrontierCommit {
@@ -50,6 +68,8 @@ export interface FrontierCommit {
   forced: number;
   /** The grammar allowed no token at all: the reply must end with what is committed. */
   deadEnd: boolean;
+  /** Guesses the loop guard and the length budget changed in this commit (loop-guard.ts). */
+  guarded?: { loops: number; budget: number };
 }
 
 export async function commitAtFrontier(state: GrammarState, input: FrontierInput): Promise<FrontierCommit> {
@@ -60,7 +80,7 @@ export async function commitAtFrontier(state: GrammarState, input: FrontierInput
   while (out.tokens.length < room && !state.terminated()) {
     await commitForced(state, input.encode, input.vocab, room, out);
     if (!guessing || out.tokens.length >= room || state.terminated()) break;
-    const guess = maskedGuess(input.logits, input.offsets[out.tokens.length]!, input.vocab, input.banned, await state.allowed());
+    const guess = steeredGuess(input, input.offsets[out.tokens.length]!, await state.allowed());
     if (guess === undefined) {
       out.deadEnd = true;
       break;
@@ -75,6 +95,29 @@ export async function commitAtFrontier(state: GrammarState, input: FrontierInput
     if (guess.confidence < input.threshold) guessing = false;
   }
   return out;
+}
+
+/**
+ * The guess at one position: the plain masked guess, or under the steering, the guess with the
+ * closing bonus, and if that is the token the loop guard masks, the best other one (none other
+ * allowed: the masked token stays). Each change the steering makes is reported to it.
+ */
+function steeredGuess(input: FrontierInput, offset: number, mask: Int32Array): { token: number; confidence: number } | undefined {
+  const { logits, vocab, banned, steer } = input;
+  const plain = maskedGuess(logits, offset, vocab, banned, mask);
+  const bias = steer?.steering();
+  if (plain === undefined || bias === undefined) return plain;
+  const favoured = bias.bonus > 0 ? maskedGuess(logits, offset, vocab, banned, mask, { ...bias, ban: undefined }) : plain;
+  if (favoured === undefined) return plain;
+  if (bias.ban !== undefined && favoured.token === bias.ban) {
+    const other = maskedGuess(logits, offset, vocab, banned, mask, bias);
+    if (other !== undefined) {
+      steer!.intervened(bias, true);
+      return other;
+    }
+  }
+  if (favoured.token !== plain.token) steer!.intervened(bias, false);
+  return favoured;
 }
 
 /** Commits forced continuations (jump-forward) while there is room. */
@@ -130,7 +173,13 @@ export function maskedGuess(
   vocab: number,
   banned: Uint8Array,
   mask: Int32Array,
+  bias?: { ban?: number | undefined; favour?: Uint8Array | undefined; role?: number | undefined; bonus: number },
 ): { token: number; confidence: number } | undefined {
+  const ban = bias?.ban ?? -1;
+  const favour = bias !== undefined && bias.bonus > 0 ? bias.favour : undefined;
+  const role = bias?.role ?? -1;
+  const bonus = bias?.bonus ?? 0;
+  const logit = (v: number) => logits[offset + v]! + (favour !== undefined && favour[v] === role ? bonus : 0);
   let max = -Infinity;
   let best = -1;
   for (let w = 0; w < mask.length; w++) {
@@ -139,8 +188,8 @@ export function maskedGuess(
       const bit = 31 - Math.clz32(word & -word);
       word &= word - 1;
       const v = w * 32 + bit;
-      if (v >= vocab || banned[v] !== 0) continue;
-      const x = logits[offset + v]!;
+      if (v >= vocab || banned[v] !== 0 || v === ban) continue;
+      const x = logit(v);
       if (x > max || (x === max && v < best)) {
         max = x;
         best = v;
@@ -155,7 +204,7 @@ export function maskedGuess(
       const bit = 31 - Math.clz32(word & -word);
       word &= word - 1;
       const v = w * 32 + bit;
-      if (v < vocab && banned[v] === 0) sum += Math.exp(logits[offset + v]! - max);
+      if (v < vocab && banned[v] === 0 && v !== ban) sum += Math.exp(logit(v) - max);
     }
   }
   return { token: best, confidence: 1 / sum };

@@ -48,7 +48,7 @@ export class GrammarPool {
     data: Omit<GrammarWorkerData, "mark" | "options">,
     private readonly options: GrammarPoolOptions,
   ) {
-    const { limits, tags } = options;
+    const { limits, tags, numberBounds } = options;
     // The pool keeps each thread's cache and the budget; the threads compile without either.
     this.data = {
       ...data,
@@ -57,6 +57,7 @@ export class GrammarPool {
         compileBudgetMs: Number.POSITIVE_INFINITY,
         ...(limits !== undefined ? { limits } : {}),
         ...(tags !== undefined ? { tags } : {}),
+        ...(numberBounds !== undefined ? { numberBounds } : {}),
       },
     };
   }

@@ -1,4 +1,5 @@
 import type { ChatSpecialTokens } from "../model-config.js";
+import { withBoundedBasics, withIntegerRanges, withNumberBounds } from "./number-bounds.js";
 import { checkSchema, type SchemaLimits } from "./schema-check.js";
 
 /** What a reply must follow, as the request said it (chat-prompt.ts decides which applies). */
@@ -39,16 +40,27 @@ export function checkSpec(spec: GrammarSpec, limits?: SchemaLimits): void {
 }
 
 /**
- * The grammar of a spec. Schemas become EBNF with XGrammar's own converter, in strict mode
+ * The grammar of a spec. With `numberBounds`, integers and numbers are bounded first
+ * (number-bounds.ts). Schemas become EBNF with XGrammar's own converter, in strict mode
  * (no properties or items beyond the schema's: every reply still validates, and the model
  * cannot pad an object) and with the template's fixed separators and no free whitespace, so
  * keys and punctuation are forced and committed by jump-forward. A call is written with the
  * model's own delimiters (`tags.toolCall`).
  */
-export async function grammarSource(spec: GrammarSpec, toEBNF: SchemaToEBNF, tags: ChatSpecialTokens): Promise<GrammarSource> {
+export async function grammarSource(
+  spec: GrammarSpec,
+  toEBNF: SchemaToEBNF,
+  tags: ChatSpecialTokens,
+  numberBounds = true,
+): Promise<GrammarSource> {
   const [open, close] = tags.toolCall;
-  const ebnf = async (schema: unknown, strict = true) =>
-    withSafeStrings(await toEBNF(JSON.stringify(schema ?? NO_PARAMETERS), false, -1, SEPARATORS, strict));
+  const ebnf = async (schema: unknown, strict = true) => {
+    const given = schema ?? NO_PARAMETERS;
+    if (!numberBounds) return withSafeStrings(await toEBNF(JSON.stringify(given), false, -1, SEPARATORS, strict));
+    const bounded = withNumberBounds(given);
+    const converted = await toEBNF(JSON.stringify(bounded.schema), false, -1, SEPARATORS, strict);
+    return withSafeStrings(withIntegerRanges(withBoundedBasics(converted), bounded.ranges));
+  };
   switch (spec.kind) {
     case "json_schema":
       return { ebnf: await ebnf(spec.schema) };

@@ -10,6 +10,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import { createTextTokenizer } from "../tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import { localSequenceGrammar } from "./local-grammar.js";
+import { replyGuard } from "./loop-guard.js";
 import { MatcherState } from "./matcher-state.js";
 import { ModelGrammars, type GrammarOptions } from "./model-grammars.js";
 import { SchemaError } from "./schema-check.js";
@@ -70,7 +71,10 @@ if (parentPort !== null && data?.mark === GRAMMAR_WORKER_MARK) {
       let seconds: number | undefined;
       const compiled = await grammars.compile(req.spec, (s) => (seconds = s));
       const state = new Utf8CheckedState(new MatcherState(await grammars.matcher(compiled)), grammars.tokenBytes);
-      replies.set(req.handle, localSequenceGrammar(state, tokenizer.encode, req.rules));
+      replies.set(
+        req.handle,
+        localSequenceGrammar(state, tokenizer.encode, req.rules, undefined, replyGuard(req.spec, req.rules, grammars)),
+      );
       return { compileSeconds: seconds };
     }
     if (req.op === "dispose") {

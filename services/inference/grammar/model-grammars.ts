@@ -1,4 +1,5 @@
 import { type ChatSpecialTokens, DEFAULT_SPECIAL_TOKENS } from "../model-config.js";
+import { DEFAULT_FINISH_RULES, type FinishRules } from "./loop-guard.js";
 import { checkSpec, grammarSource, specKey, type GrammarSpec } from "./grammar-spec.js";
 import { SchemaError, type SchemaLimits } from "./schema-check.js";
 import { grammarTokenBytes, grammarVocab } from "./vocab.js";
@@ -12,11 +13,20 @@ export interface GrammarOptions {
   limits?: SchemaLimits;
   /** The model's delimiters (its config's `special_tokens`); default `<think>`…, `<tool_call>`…. */
   tags?: ChatSpecialTokens;
+  /** Bound integers and numbers to what JSON consumers can hold (number-bounds.ts); default on. */
+  numberBounds?: boolean;
+  /** The loop guard and length budgets of each reply (loop-guard.ts); they travel with the reply's rules. */
+  finish?: FinishRules;
   /** Observes each compile's duration in seconds. */
   onCompile?: (seconds: number) => void;
 }
 
-export const DEFAULT_GRAMMAR_OPTIONS: GrammarOptions = { cacheSize: 64, compileBudgetMs: 5000 };
+export const DEFAULT_GRAMMAR_OPTIONS: GrammarOptions = {
+  cacheSize: 64,
+  compileBudgetMs: 5000,
+  numberBounds: true,
+  finish: DEFAULT_FINISH_RULES,
+};
 
 /**
  * The grammars of one model: XGrammar's TokenizerInfo and compiler for its vocabulary, and a
@@ -82,6 +92,11 @@ export class ModelGrammars {
     this.compiled.delete(key);
   }
 
+  /** The model's delimiters. */
+  get tags(): ChatSpecialTokens {
+    return this.options.tags ?? DEFAULT_SPECIAL_TOKENS;
+  }
+
   get cached(): number {
     return this.compiled.size;
   }
@@ -94,7 +109,8 @@ export class ModelGrammars {
       const source = await grammarSource(
         spec,
         (...args) => this.xgrammar.Testings._jsonSchemaToEBNF(...args),
-        this.options.tags ?? DEFAULT_SPECIAL_TOKENS,
+        this.tags,
+        this.options.numberBounds ?? true,
       );
       compiled =
         "ebnf" in source

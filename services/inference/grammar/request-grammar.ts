@@ -5,6 +5,7 @@ import type { TextTokenizer } from "../tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import type { ChatSpecialTokens } from "../model-config.js";
 import type { GrammarPool } from "./grammar-client.js";
+import type { FinishRules } from "./loop-guard.js";
 import { SchemaError } from "./schema-check.js";
 import type { SequenceGrammar } from "./sequence-grammar.js";
 
@@ -61,13 +62,20 @@ export async function sequenceGrammar(
     banned: readonly number[];
     /** The model's delimiters (its config's `special_tokens`). */
     tags: ChatSpecialTokens;
+    /** The loop guard and length budgets (loop-guard.ts). */
+    finish?: FinishRules;
     onCompile?: (seconds: number) => void;
   },
 ): Promise<SequenceGrammar> {
   const tags = unguessedTags(options.tags)
     .map((tag) => tokenizer.tokenId(tag))
     .filter((id) => id !== undefined);
-  const rules = { threshold: options.threshold, vocab: options.vocab, banned: [...options.banned, ...tags] };
+  const rules = {
+    threshold: options.threshold,
+    vocab: options.vocab,
+    banned: [...options.banned, ...tags],
+    ...(options.finish !== undefined ? { finish: options.finish } : {}),
+  };
   const freeUntil = options.thinking ? tokenizer.tokenId(options.tags.thinking[1]) : undefined;
   try {
     return await worker.start(spec, rules, {

@@ -1,3 +1,4 @@
+import type { FinishRules } from "./loop-guard.js";
 import type { FrontierCommit } from "./frontier-rule.js";
 
 /** What a jump-forward commits: the replayed tokens first, then the forced ones. */
@@ -44,6 +45,8 @@ export interface GrammarRules {
    * `</tool_call>`; a call's end is forced text, committed by jump-forward).
    */
   banned: readonly number[];
+  /** The loop guard and the length budgets (loop-guard.ts); absent: none. */
+  finish?: FinishRules;
 }
 
 /** What the grammar did for one reply (logs, metrics, the benchmark). */
@@ -58,4 +61,8 @@ export interface GrammarReport {
   ms: number;
   /** The grammar allowed no token (should not happen): the reply ended with what was valid. */
   deadEnd: boolean;
+  /** Guesses the loop guard changed (the repeating continuation masked). */
+  loopGuard: number;
+  /** Guesses the soft length budget changed (a closing token favoured). */
+  budget: number;
 }

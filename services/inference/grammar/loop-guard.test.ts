@@ -1,0 +1,150 @@
+// The loop guard and the length budgets (loop-guard.ts) on constructed logits, through the
+// frontier rule and XGrammar's matcher over a small vocabulary: a model that always wants to
+// repeat (or to go on) ends its value with the guard, and never without it.
+import { beforeAll, describe, expect, it } from "vitest";
+import { MatcherState } from "./matcher-state.js";
+import { JsonTracker } from "./json-tracker.js";
+import { localSequenceGrammar } from "./local-grammar.js";
+import { type FinishRules, repeatingContinuation, ValueGuard } from "./loop-guard.js";
+import { loadXGrammar, type GrammarCompiler, type XGrammar } from "./xgrammar.js";
+
+const WORDS = ["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op", "qr", "st", "uv"];
+const PUNCT = ['{"x": "', '"', '"}', "}", "[", "]", ", ", "1", "2", "{", "x", ":", " "];
+const VOCAB = [...WORDS, ...PUNCT, "</s>"];
+const EOS = VOCAB.length - 1;
+const id = (t: string) => VOCAB.indexOf(t);
+const bytes = VOCAB.map((t, i) => (i === EOS ? new Uint8Array() : new TextEncoder().encode(t)));
+/** Greedy longest match (forced text). */
+const encode = (text: string) => {
+  const out: number[] = [];
+  for (let i = 0; i < text.length; ) {
+    const best = VOCAB.filter((t, v) => v !== EOS && text.startsWith(t, i)).sort((a, b) => b.length - a.length)[0]!;
+    out.push(id(best));
+    i += best.length;
+  }
+  return out;
+};
+
+let xg: XGrammar;
+let compiler: GrammarCompiler;
+beforeAll(async () => {
+  xg = await loadXGrammar();
+  const info = await xg.TokenizerInfo.createTokenizerInfo(VOCAB, "raw", false, VOCAB.length, [EOS]);
+  compiler = await xg.GrammarCompiler.createGrammarCompiler(info, false);
+});
+
+const OFF: FinishRules = { loopRepeats: 0, stringBudget: 0, itemBudget: 0, freeText: false };
+
+/**
+ * Decodes `schema` one guessed token per step under the logits `want(committed)` gives (a
+ * logit per token), up to `limit` tokens; the committed text and whether the reply ended.
+ */
+async function decode(schema: object, rules: FinishRules, want: (committed: number[]) => Record<string, number>, limit = 300) {
+  const ebnf = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), false, -1, [", ", ": "], true);
+  const compiled = await compiler.compileGrammar(ebnf);
+  const state = new MatcherState(await xg.GrammarMatcher.createGrammarMatcher(compiled, [EOS], false, -1));
+  const guard = ValueGuard.active(rules) ? new ValueGuard(rules, "json", bytes, "<tool_call>") : undefined;
+  const grammar = localSequenceGrammar(state, encode, { threshold: 0.9, vocab: VOCAB.length, banned: [] }, undefined, guard);
+  const committed: number[] = [];
+  let loops = 0;
+  let budget = 0;
+  while (committed.length < limit && !committed.includes(EOS)) {
+    const logits = new Float32Array(VOCAB.length).fill(-20);
+    for (const [t, x] of Object.entries(want(committed))) logits[id(t)] = x;
+    const commit = await grammar.step(logits, [0]);
+    committed.push(...commit.tokens);
+    loops += commit.guarded?.loops ?? 0;
+    budget += commit.guarded?.budget ?? 0;
+  }
+  grammar.dispose();
+  compiled.dispose();
+  const text = committed.map((t) => (t === EOS ? "" : VOCAB[t])).join("");
+  return { text, ended: committed.includes(EOS), tokens: committed.length, loops, budget };
+}
+
+const STRING = { type: "object", properties: { x: { type: "string" } }, required: ["x"], additionalProperties: false };
+
+describe("loop guard", () => {
+  it("finds the unit a tail repeats, only past 8 tokens and the repeat count, inside the value", () => {
+    expect(repeatingContinuation([1, 1, 1, 1, 1, 1, 1], 0, 4)).toBeUndefined();
+    expect(repeatingContinuation([1, 1, 1, 1, 1, 1, 1, 1], 0, 4)).toBe(1);
+    expect(repeatingContinuation([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3], 0, 4)).toBe(1);
+    expect(repeatingContinuation([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3], 2, 4)).toBeUndefined();
+    expect(repeatingContinuation([5, 6, 5, 6, 5, 6, 5, 6, 5], 0, 4)).toBe(6);
+    expect(repeatingContinuation([1, 2, 3, 4, 5, 6, 7, 8, 9], 0, 4)).toBeUndefined();
+  });
+
+  it("follows strings, arrays, objects and numbers, and a call's value after its open tag", () => {
+    const tags = ["<tool_call>", ...VOCAB];
+    const tagBytes = tags.map((t) => new TextEncoder().encode(t));
+    const tracker = new JsonTracker("free", tagBytes, "<tool_call>");
+    const push = (...texts: string[]) => {
+      for (const t of texts) tracker.push(tags.indexOf(t));
+    };
+    push("ab", "{");
+    expect(tracker.mode).toBe("free");
+    push("<tool_call>", '{"x": "', "ab");
+    expect(tracker.frames.map((f) => f.kind)).toEqual(["object", "string"]);
+    push('"', ", ", "[", "1", ", ");
+    expect(tracker.frames.map((f) => f.kind)).toEqual(["object", "array"]);
+    expect(tracker.innermost?.commas).toBe(1);
+    push("2", "]", "}");
+    expect(tracker.mode).toBe("free");
+  });
+
+  it("a model that repeats one word forever ends the string with the guard, and loops without it", async () => {
+    const want = () => ({ ab: 10, cd: 9, '"}': 0, '"': 0 });
+    const before = await decode(STRING, OFF, want, 200);
+    expect(before.ended).toBe(false);
+    expect(before.text).toMatch(/^\{"x": "(ab)+$/);
+    const after = await decode(STRING, { ...OFF, loopRepeats: 4 }, want);
+    expect(after.ended).toBe(true);
+    expect(JSON.parse(after.text)).toEqual({ x: expect.any(String) });
+    expect(after.loops).toBeGreaterThan(0);
+    expect(after.tokens).toBeLessThan(60);
+  });
+
+  it("a model that repeats a three-word phrase ends the string", async () => {
+    const cycle = ["ab", "cd", "ef"];
+    const want = (committed: number[]) => ({ [cycle[committed.length % 3]!]: 10, gh: 8, '"}': 0 });
+    const after = await decode(STRING, { ...OFF, loopRepeats: 4 }, want);
+    expect(after.ended).toBe(true);
+    expect(after.loops).toBeGreaterThan(0);
+    expect(after.tokens).toBeLessThan(80);
+  });
+
+  it("past the string budget closing is favoured until it wins", async () => {
+    // Eleven different words in turn: no unit of ≤ 8 tokens repeats, so only the budget ends it.
+    const want = (committed: number[]) => ({ [WORDS[committed.length % WORDS.length]!]: 10, '"}': 0 });
+    const before = await decode(STRING, OFF, want, 200);
+    expect(before.ended).toBe(false);
+    const after = await decode(STRING, { ...OFF, loopRepeats: 4, stringBudget: 16 }, want);
+    expect(after.ended).toBe(true);
+    expect(after.budget).toBe(1);
+    // 16 tokens, then 0.5 logit per token: the closing quote wins 20 tokens past the budget.
+    expect(after.tokens).toBeGreaterThan(16 + 20);
+    expect(after.tokens).toBeLessThan(16 + 30);
+  });
+
+  it("past the item budget an array is closed", async () => {
+    const schema = { type: "array", items: { enum: [1, 2] } };
+    const want = (committed: number[]) => ({ [committed.length % 4 < 2 ? "1" : "2"]: 10, ", ": 10, "]": 0 });
+    const before = await decode(schema, OFF, want, 200);
+    expect(before.ended).toBe(false);
+    const after = await decode(schema, { ...OFF, itemBudget: 8 }, want);
+    expect(after.ended).toBe(true);
+    const items = JSON.parse(after.text) as number[];
+    // 8 items, then 2 logits per item: `]` wins at the sixth item past the budget.
+    expect(items.length).toBe(8 + 5);
+  });
+
+  it("a guard whose rules are all off is not installed, and a free-text reply is left alone by default", () => {
+    expect(ValueGuard.active(OFF)).toBe(false);
+    const guard = new ValueGuard({ ...OFF, loopRepeats: 4 }, "free", bytes, "<tool_call>");
+    for (let i = 0; i < 12; i++) guard.committed(id("ab"));
+    expect(guard.steering()).toBeUndefined();
+    const free = new ValueGuard({ ...OFF, loopRepeats: 4, freeText: true }, "free", bytes, "<tool_call>");
+    for (let i = 0; i < 12; i++) free.committed(id("ab"));
+    expect(free.steering()).toMatchObject({ ban: id("ab") });
+  });
+});

@@ -1,0 +1,133 @@
+// The number bounds (number-bounds.ts) against a brute-force reference: XGrammar's acceptance of
+// a number's text under the bounded grammar equals what the reference says (canonical JSON,
+// within the bounds, the schema's own bounds winning).
+import fc from "fast-check";
+import { beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_SPECIAL_TOKENS } from "../model-config.js";
+import { grammarSource } from "./grammar-spec.js";
+import { positiveBetween, SAFE_INTEGER } from "./number-bounds.js";
+import { loadXGrammar, type XGrammar } from "./xgrammar.js";
+
+let xg: XGrammar;
+beforeAll(async () => {
+  xg = await loadXGrammar();
+});
+
+async function accepts(ebnf: string, text: string): Promise<boolean> {
+  const grammar = await xg.Grammar.fromEBNF(ebnf);
+  try {
+    return await xg.Testings.isGrammarAcceptString(grammar, text);
+  } finally {
+    grammar.dispose();
+  }
+}
+
+async function schemaEbnf(schema: object, numberBounds = true): Promise<string> {
+  const source = await grammarSource(
+    { kind: "json_schema", schema },
+    (...args) => xg.Testings._jsonSchemaToEBNF(...args),
+    DEFAULT_SPECIAL_TOKENS,
+    numberBounds,
+  );
+  return (source as { ebnf: string }).ebnf;
+}
+
+const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
+const B = BigInt(SAFE_INTEGER);
+
+/** Integer texts near interesting places: small, near the bounds, near 2^53, leading zeros, long. */
+const integerText = (around: bigint[]) =>
+  fc.oneof(
+    fc.bigInt({ min: -(10n ** 18n), max: 10n ** 18n }).map(String),
+    fc.tuple(fc.constantFrom(...around), fc.integer({ min: -3, max: 3 })).map(([a, d]) => String(a + BigInt(d))),
+    fc.stringMatching(/^-?0[0-9]{1,3}$/),
+    fc.stringMatching(/^[1-9][0-9]{15,18}$/),
+    fc.constantFrom("-0", "0", "-", ""),
+  );
+
+describe("number bounds", () => {
+  it("positiveBetween(a, b) accepts exactly a..b written without leading zeros", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.bigInt({ min: 1n, max: B }),
+        fc.bigInt({ min: 1n, max: B }),
+        fc.array(fc.bigInt({ min: 0n, max: 10n ** 17n }), { maxLength: 6 }),
+        async (x, y, xs) => {
+          const [a, n] = x <= y ? [x, y] : [y, x];
+          const range = positiveBetween(a, n, "r");
+          const ebnf = [`root ::= ${range.expr}`, ...range.rules].join("\n");
+          for (const v of [...xs, a, a - 1n, a + 1n, n, n + 1n, n - 1n, 1n, 0n]) {
+            const text = String(v);
+            expect(await accepts(ebnf, text), `${text} in [${a}, ${n}]`).toBe(v >= a && v <= n);
+          }
+          expect(await accepts(ebnf, `0${n}`)).toBe(false);
+        },
+      ),
+      { numRuns: 30, seed: 21 },
+    );
+  });
+
+  it("an integer schema accepts canonical integers within its bounds, ±(2^53 − 1) where it gives none", async () => {
+    const bound = fc.option(fc.bigInt({ min: -(10n ** 15n), max: 10n ** 15n }), { nil: undefined });
+    await fc.assert(
+      fc.asyncProperty(
+        bound,
+        bound,
+        fc.array(integerText([0n, B, -B, 10n ** 15n]), { minLength: 8, maxLength: 8 }),
+        async (a, b, texts) => {
+          const [lo, hi] = a !== undefined && b !== undefined && a > b ? [b, a] : [a, b];
+          const schema = {
+            type: "integer",
+            ...(lo !== undefined ? { minimum: Number(lo) } : {}),
+            ...(hi !== undefined ? { maximum: Number(hi) } : {}),
+          };
+          const ebnf = await schemaEbnf(schema);
+          for (const text of [...texts, ...[lo, hi].filter((x) => x !== undefined).map(String)]) {
+            const want = CANONICAL_INTEGER.test(text) && BigInt(text) >= (lo ?? -B) && BigInt(text) <= (hi ?? B);
+            expect(await accepts(ebnf, text), `${text} under ${JSON.stringify(schema)}`).toBe(want);
+          }
+        },
+      ),
+      { numRuns: 20, seed: 22 },
+    );
+  });
+
+  it("the schema's own bounds win over the defaults", async () => {
+    const ebnf = await schemaEbnf({ type: "integer", minimum: 0, maximum: 1e18 });
+    expect(await accepts(ebnf, "123456789012345678")).toBe(true);
+    expect(await accepts(ebnf, "1234567890123456789")).toBe(false);
+  });
+
+  it("numbers under type lists and json_object: 16 integer digits, 15 fraction digits, 2 exponent digits", async () => {
+    const reference = /^-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,15})?([eE][+-]?[0-9]{1,2})?$/;
+    const ebnf = await schemaEbnf({ type: ["number", "null"] });
+    const numberText = fc
+      .tuple(
+        fc.constantFrom("", "-"),
+        fc.oneof(fc.constant("0"), fc.stringMatching(/^[1-9][0-9]{0,17}$/), fc.stringMatching(/^0[0-9]$/)),
+        fc.option(fc.stringMatching(/^\.[0-9]{0,17}$/), { nil: "" }),
+        fc.option(fc.stringMatching(/^[eE][+-]?[0-9]{0,3}$/), { nil: "" }),
+      )
+      .map((parts) => parts.join(""));
+    await fc.assert(
+      fc.asyncProperty(fc.array(numberText, { minLength: 10, maxLength: 10 }), async (texts) => {
+        for (const text of texts) expect(await accepts(ebnf, text), text).toBe(reference.test(text));
+      }),
+      { numRuns: 15, seed: 23 },
+    );
+    const object = await grammarSource(
+      { kind: "json_object" },
+      (...args) => xg.Testings._jsonSchemaToEBNF(...args),
+      DEFAULT_SPECIAL_TOKENS,
+    );
+    const objectEbnf = (object as { ebnf: string }).ebnf;
+    expect(await accepts(objectEbnf, '{"a": 9007199254740991}')).toBe(true);
+    expect(await accepts(objectEbnf, `{"a": 1${"1".repeat(16)}}`)).toBe(false);
+  });
+
+  it("off: the converter's unbounded rules, as before", async () => {
+    const ebnf = await schemaEbnf({ type: "integer" }, false);
+    expect(await accepts(ebnf, "1".repeat(40))).toBe(true);
+    expect(await accepts(await schemaEbnf({ type: "integer" }), "1".repeat(17))).toBe(false);
+  });
+});
