@@ -97,7 +97,10 @@ export class ValueGuard {
   ) {
     this.tracker = new JsonTracker(start, tokenBytes, openTag);
     let roles = rolesCache.get(tokenBytes);
-    if (roles === undefined) rolesCache.set(tokenBytes, (roles = closingRoles(tokenBytes)));
+    if (roles === undefined) {
+      roles = closingRoles(tokenBytes);
+      rolesCache.set(tokenBytes, roles);
+    }
     this.roles = roles;
   }
 
