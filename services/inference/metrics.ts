@@ -14,6 +14,8 @@ export interface EngineMetrics {
   forwardsPerBlock: Histogram<"model" | "policy">;
   /** Grammar-constrained decoding (grammar/): requests by kind, forced tokens, compile and step time. */
   constrainedRequests: Counter<"model" | "kind">;
+  constrainedReplies: Counter<"model" | "finish_reason">;
+  loopGuardInterventions: Counter<"model" | "rule">;
   jumpForwardTokens: Counter<"model">;
   grammarCompileSeconds: Histogram<"model">;
   grammarStepSeconds: Histogram<"model">;
@@ -109,6 +111,26 @@ export function engineMetrics(registry: Registry): EngineMetrics {
           name: "tessera_constrained_requests_total",
           help: "Generations decoded under a grammar, by model and kind (json_schema, json_object, tool_arguments, tool_calls).",
           labelNames: ["model", "kind"],
+          registers: [registry],
+        }),
+    ),
+    constrainedReplies: reuse(
+      "tessera_constrained_replies_total",
+      () =>
+        new Counter({
+          name: "tessera_constrained_replies_total",
+          help: "Generations decoded under a grammar that finished, by model and finish reason (stop, tool_calls, length).",
+          labelNames: ["model", "finish_reason"],
+          registers: [registry],
+        }),
+    ),
+    loopGuardInterventions: reuse(
+      "tessera_loop_guard_interventions_total",
+      () =>
+        new Counter({
+          name: "tessera_loop_guard_interventions_total",
+          help: "Guesses inside constrained values changed to make them end, by model and rule (loop: a repeat masked; budget: closing favoured past a length budget).",
+          labelNames: ["model", "rule"],
           registers: [registry],
         }),
     ),

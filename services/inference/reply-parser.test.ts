@@ -215,11 +215,17 @@ describe("reply parser: tool calls", () => {
     }
   });
 
-  it("keeps a call the reply ended in when it is whole, and its text when it is not", () => {
+  it("a call the reply ended in (max_tokens) is a call when its name is complete, never markup in content", () => {
     expect(parse(['<tool_call>{"name":"f","arguments":{"a":1}}']).toolCalls).toHaveLength(1);
-    const cut = parse(['<tool_call>{"name":"f","argu']);
-    expect(cut.toolCalls).toEqual([]);
-    expect(cut.content).toBe('<tool_call>{"name":"f","argu');
+    const cut = parse(['ok <tool_call>{"name": "get_weather", "arguments": {"city": "Mad']);
+    expect(cut.toolCalls).toEqual([{ index: 0, id: "call_1", name: "get_weather", arguments: '{"city": "Mad' }]);
+    expect(cut.content).toBe("ok");
+    expect(cut.sawToolCall).toBe(true);
+    const beforeArguments = parse(['<tool_call>{"name": "get_weather", "arguments":']);
+    expect(beforeArguments.toolCalls).toEqual([{ index: 0, id: "call_1", name: "get_weather", arguments: "" }]);
+    const beforeName = parse(['<tool_call>{"name": "get_w']);
+    expect(beforeName.toolCalls).toEqual([]);
+    expect(beforeName.content).toBe("");
   });
 
   it("settles an unclosed call when the next one opens", () => {

@@ -63,8 +63,7 @@ export class ToolCallExtractor {
         if (rest) this.deps.onText(rest);
         break;
       case "call":
-        // The reply ended inside a call: keep it if what is there is a whole call.
-        this.closeCall(state.body + rest, false);
+        this.closeCutCall(state.body + rest);
         break;
       case "forcedArgs":
         this.closeForcedArgs(state.args + rest);
@@ -144,6 +143,19 @@ export class ToolCallExtractor {
       name: call.name,
       arguments: call.arguments,
     });
+  }
+
+  /**
+   * The reply ended inside a call (max_tokens cut it): a whole call is kept; a call whose name
+   * is complete becomes a call with the arguments written so far, as a forced call does; one
+   * cut before its name is dropped. The call's markup never goes out as text.
+   */
+  private closeCutCall(body: string): void {
+    const whole = parseToolCall(body);
+    const named = whole ?? cutCall(body);
+    if (named === null) return;
+    this.sawCall = true;
+    this.deps.onCall({ index: this.nextIndex++, id: this.deps.newId(), name: named.name, arguments: named.arguments });
   }
 
   private stepForcedArgs(state: ForcedArgsState): boolean {
@@ -226,6 +238,16 @@ function parseToolCall(body: string): { name: string; arguments: string } | null
     return normalized === null ? null : { name, arguments: normalized };
   }
   return null;
+}
+
+/** A cut call body whose name is complete: the name and the arguments' text so far; else null. */
+function cutCall(body: string): { name: string; arguments: string } | null {
+  const head = /^\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")/.exec(body);
+  if (head === null) return null;
+  const name = JSON.parse(head[1]!) as string;
+  if (name === "") return null;
+  const args = /^\s*,\s*"(?:arguments|parameters)"\s*:\s*([\s\S]*)$/.exec(body.slice(head[0].length))?.[1]?.trim() ?? "";
+  return { name, arguments: normalizeArguments(args) ?? args };
 }
 
 /** Arguments text as compact JSON of an object, or null when it is not a JSON object. */

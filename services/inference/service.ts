@@ -29,6 +29,7 @@ import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "./grammar/model-gr
 import { bannedTokenIds } from "./decoder/unmask.js";
 import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
 import { checkSchema, SchemaError } from "./grammar/schema-check.js";
+import type { GrammarReport } from "./grammar/sequence-grammar.js";
 import type { ModelPool } from "./model-pool.js";
 import { stepEvent } from "./denoise-event.js";
 import { tokenLogprobs } from "./logprob-entries.js";
@@ -268,6 +269,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
           const delta = deltaOf(merge(tail, end), finished.last, entriesOf(finished.last.logprobs));
           if (delta !== undefined) yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
           const reason = finished.reason === "stop" && end.sawToolCall ? "tool_calls" : finished.reason;
+          if (finished.grammar !== undefined) countConstrained(engine, reason, finished.grammar);
           if (finished.grammar?.deadEnd === true) {
             logger.warn({ requestId: req.requestId, model: req.model }, "grammar dead end: the reply ends with what was valid");
           }
@@ -386,4 +388,13 @@ function deltaOf(d: ReplyDelta, block: BlockText, logprobs: TokenLogprob[]): Gen
       create(ToolCallDeltaSchema, { index: c.index, id: c.id ?? "", name: c.name ?? "", arguments: c.arguments }),
     ),
   });
+}
+
+/** A constrained reply's end, and what the loop guard and the budgets did in it (metrics). */
+function countConstrained(engine: ModelEngine, reason: string, grammar: GrammarReport): void {
+  const metrics = engine.metrics;
+  if (metrics === undefined) return;
+  metrics.constrainedReplies.inc({ model: engine.name, finish_reason: reason });
+  if (grammar.loopGuard > 0) metrics.loopGuardInterventions.inc({ model: engine.name, rule: "loop" }, grammar.loopGuard);
+  if (grammar.budget > 0) metrics.loopGuardInterventions.inc({ model: engine.name, rule: "budget" }, grammar.budget);
 }
