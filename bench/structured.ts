@@ -76,9 +76,13 @@ async function runSide(side: string) {
         while (next < cases.length) {
           const c = cases[next++]!;
           const t0 = performance.now();
-          const reply = await client.chat.completions.create({ ...c.body, model }).catch((err: unknown) => err as Error);
+          // Streamed (and put back together by the client), so a long reply is not cut by the
+          // HTTP client's 300 s response-headers timeout.
+          const reply = await client.chat.completions
+            .stream({ ...c.body, model, stream: true, stream_options: { include_usage: true } })
+            .finalChatCompletion()
+            .catch((err: unknown) => err as Error);
           if (reply instanceof Error) {
-            // A reply past the client's 300 s response-headers timeout counts as not finished.
             outcomes.push({ name: c.name, finish: "error", valid: false, tokens: 0, ms: performance.now() - t0, text: reply.message });
             continue;
           }

@@ -1,6 +1,8 @@
 // Structured output on the bundled model (models/tessera-bd-small), a few requests through the
 // official openai client: a parsed zod object, a named tool call, auto tools streamed. The
-// model is small and its answers silly; they must still parse and validate.
+// model is small and its answers silly; they must still parse and validate. And the requests of
+// issue 21 that ran to max_tokens on this model (a person's age written as 1,024 digits, a bare
+// integer past 2^53) must finish, and an auto call cut by max_tokens must come back as a call.
 import { existsSync } from "node:fs";
 import { Ajv } from "ajv";
 import OpenAI from "openai";
@@ -78,5 +80,75 @@ describe.skipIf(!existsSync(BUNDLED_MODEL_DIR))("structured output on the bundle
     }
     expect(content).not.toMatch(/<\/?tool_call>/);
     for (const text of args.values()) expect(ajv.validate(parameters, JSON.parse(text))).toBe(true);
+  });
+
+  it("the issue's looping requests finish: a person's age, a bare integer, within 2^53", async () => {
+    const Person = z.object({ name: z.string(), age: z.number().int() });
+    const person = await client.chat.completions.parse({
+      model: MODEL,
+      messages: [{ role: "user", content: "Give me a person with name and age." }],
+      response_format: zodResponseFormat(Person, "person"),
+    });
+    expect(person.choices[0]!.finish_reason).toBe("stop");
+    expect(Number.isSafeInteger(person.choices[0]!.message.parsed!.age)).toBe(true);
+    const integer = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "Pick a number." }],
+      response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "integer" } } },
+    });
+    expect(integer.choices[0]!.finish_reason).toBe("stop");
+    expect(Number.isSafeInteger(JSON.parse(integer.choices[0]!.message.content!))).toBe(true);
+  });
+
+  describe("an auto call cut by max_tokens is a call, never markup", () => {
+    const parameters = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
+    // A question the bundled model answers with a call (deterministic decoding), cut inside it.
+    const question = "Weather in Berlin?";
+    const tool = { name: "get_weather", description: "Current weather in a city", parameters };
+
+    it("chat", async () => {
+      const completion = await client.chat.completions.create({
+        model: MODEL,
+        max_tokens: 10,
+        messages: [{ role: "user", content: question }],
+        tools: [{ type: "function", function: tool }],
+        tool_choice: "auto",
+      });
+      const message = completion.choices[0]!.message;
+      expect(completion.choices[0]!.finish_reason).toBe("length");
+      expect(message.content).toBeNull();
+      expect(message.tool_calls?.[0]).toMatchObject({ type: "function", function: { name: "get_weather" } });
+    });
+
+    it("stream", async () => {
+      const stream = await client.chat.completions.create({
+        model: MODEL,
+        max_tokens: 10,
+        messages: [{ role: "user", content: question }],
+        tools: [{ type: "function", function: tool }],
+        tool_choice: "auto",
+        stream: true,
+      });
+      let content = "";
+      const names: string[] = [];
+      for await (const chunk of stream) {
+        content += chunk.choices[0]?.delta.content ?? "";
+        for (const call of chunk.choices[0]?.delta.tool_calls ?? []) if (call.function?.name) names.push(call.function.name);
+      }
+      expect(content).toBe("");
+      expect(names).toEqual(["get_weather"]);
+    });
+
+    it("Responses API", async () => {
+      const response = await client.responses.create({
+        model: MODEL,
+        max_output_tokens: 10,
+        input: question,
+        tools: [{ type: "function", ...tool, strict: false }],
+        tool_choice: "auto",
+      });
+      expect(response.output_text).toBe("");
+      expect(response.output.filter((item) => item.type === "function_call")).toMatchObject([{ name: "get_weather" }]);
+    });
   });
 });

@@ -2,6 +2,8 @@
 // frontier rule and XGrammar's matcher over a small vocabulary: a model that always wants to
 // repeat (or to go on) ends its value with the guard, and never without it.
 import { beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_SPECIAL_TOKENS } from "../model-config.js";
+import { grammarSource } from "./grammar-spec.js";
 import { MatcherState } from "./matcher-state.js";
 import { JsonTracker } from "./json-tracker.js";
 import { localSequenceGrammar } from "./local-grammar.js";
@@ -146,5 +148,26 @@ describe("loop guard", () => {
     const free = new ValueGuard({ ...OFF, loopRepeats: 4, freeText: true }, "free", bytes, "<tool_call>");
     for (let i = 0; i < 12; i++) free.committed(id("ab"));
     expect(free.steering()).toMatchObject({ ban: id("ab") });
+  });
+
+  it("a model that writes digits for ever stops at the integer bound, and the end of turn follows in the same step", async () => {
+    const source = await grammarSource(
+      { kind: "json_schema", schema: { type: "integer" } },
+      (...args) => xg.Testings._jsonSchemaToEBNF(...args),
+      DEFAULT_SPECIAL_TOKENS,
+    );
+    const compiled = await compiler.compileGrammar((source as { ebnf: string }).ebnf);
+    const state = new MatcherState(await xg.GrammarMatcher.createGrammarMatcher(compiled, [EOS], false, -1));
+    const grammar = localSequenceGrammar(state, encode, { threshold: 0.5, vocab: VOCAB.length, banned: [] });
+    const rows = 24;
+    const logits = new Float32Array(rows * VOCAB.length).fill(-20);
+    for (let r = 0; r < rows; r++) logits[r * VOCAB.length + id("1")] = 10;
+    const commit = await grammar.step(
+      logits,
+      Array.from({ length: rows }, (_, r) => r * VOCAB.length),
+    );
+    expect(commit.tokens.map((t) => (t === EOS ? "$" : VOCAB[t])).join("")).toBe(`${"1".repeat(16)}$`);
+    grammar.dispose();
+    compiled.dispose();
   });
 });
