@@ -69,8 +69,18 @@ describe("replies finish with the default max_tokens", () => {
   });
 
   it("AI SDK generateObject (createOpenAICompatible) finishes", async () => {
-    const provider = createOpenAICompatible({ name: "tessera", baseURL: `${tessera.url}/v1`, apiKey: tessera.key, supportsStructuredOutputs: true });
-    const { object, finishReason } = await generateObject({ model: provider(MODEL), schema: Person, prompt: "Invent a person.", maxRetries: 0 });
+    const provider = createOpenAICompatible({
+      name: "tessera",
+      baseURL: `${tessera.url}/v1`,
+      apiKey: tessera.key,
+      supportsStructuredOutputs: true,
+    });
+    const { object, finishReason } = await generateObject({
+      model: provider(MODEL),
+      schema: Person,
+      prompt: "Invent a person.",
+      maxRetries: 0,
+    });
     expect(finishReason).toBe("stop");
     expect(Person.safeParse(object).success).toBe(true);
   });

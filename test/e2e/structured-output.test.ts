@@ -243,7 +243,7 @@ describe("schemas the grammar cannot enforce: 400 naming the problem", () => {
 });
 
 describe("metrics", () => {
-  it("count constrained requests, jump-forward tokens, compile and step time", async () => {
+  it("count constrained requests and replies by finish reason, jump-forward tokens, compile and step time", async () => {
     const text = await (await tessera.fetch("/metrics", { key: null })).text();
     const value = (line: RegExp) =>
       Number(
@@ -258,6 +258,9 @@ describe("metrics", () => {
     expect(value(/^tessera_jump_forward_tokens_total\{/)).toBeGreaterThan(0);
     expect(value(/^tessera_grammar_compile_seconds_count\{/)).toBeGreaterThan(0);
     expect(value(/^tessera_grammar_step_seconds_count\{/)).toBeGreaterThan(0);
+    expect(value(/^tessera_constrained_replies_total\{.*finish_reason="stop"/)).toBeGreaterThan(0);
+    expect(value(/^tessera_constrained_replies_total\{.*finish_reason="tool_calls"/)).toBeGreaterThan(0);
+    expect(text).toContain("# TYPE tessera_loop_guard_interventions_total counter");
   });
 });
 
