@@ -92,6 +92,25 @@ describe("number bounds", () => {
     );
   });
 
+  it("fields share the rules of equal ranges and keep their own bounds", async () => {
+    const int = (extra: object) => ({ type: "integer", ...extra });
+    const properties = {
+      a: int({}),
+      b: int({ minimum: 1, maximum: 5 }),
+      c: int({}),
+      d: int({ minimum: 1, maximum: 5 }),
+      e: int({ maximum: -3 }),
+    };
+    const ebnf = await schemaEbnf({ type: "object", properties, required: Object.keys(properties), additionalProperties: false });
+    const text = (a: string, b: string, c: string, d: string, e: string) => `{"a": ${a}, "b": ${b}, "c": ${c}, "d": ${d}, "e": ${e}}`;
+    expect(await accepts(ebnf, text("9007199254740991", "5", "-12", "1", "-3"))).toBe(true);
+    expect(await accepts(ebnf, text("1", "6", "1", "1", "-3"))).toBe(false);
+    expect(await accepts(ebnf, text("1", "1", "1", "0", "-3"))).toBe(false);
+    expect(await accepts(ebnf, text("1", "1", "9007199254740992", "1", "-3"))).toBe(false);
+    expect(await accepts(ebnf, text("1", "1", "1", "1", "-2"))).toBe(false);
+    expect((ebnf.match(/^tessera_integer_\d+_p_0 ::=/gm) ?? []).length).toBe(2);
+  });
+
   it("the schema's own bounds win over the defaults", async () => {
     const ebnf = await schemaEbnf({ type: "integer", minimum: 0, maximum: 1e18 });
     expect(await accepts(ebnf, "123456789012345678")).toBe(true);

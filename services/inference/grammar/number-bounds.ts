@@ -49,8 +49,10 @@ export function withNumberBounds(schema: unknown): BoundedSchema {
 function bound(node: Json, ranges: Map<string, RangeRule>): Json {
   if (node === null || typeof node !== "object" || Array.isArray(node)) return node;
   if (node.type === "integer" && !["enum", "const", "anyOf", "oneOf", "allOf"].some((k) => k in node)) {
-    const sentinel = `__tessera_integer_${ranges.size}__`;
-    ranges.set(sentinel, integerRange(lowerBound(node), upperBound(node), `tessera_integer_${ranges.size}`));
+    // One sentinel (and one set of rules) per distinct range: each automaton costs compile time.
+    const [lo, hi] = [lowerBound(node), upperBound(node)];
+    const sentinel = `__tessera_integer_${lo}_${hi}__`.replaceAll("-", "m");
+    if (!ranges.has(sentinel)) ranges.set(sentinel, integerRange(lo, hi, `tessera_integer_${ranges.size}`));
     return { const: sentinel };
   }
   const recurse = (child: Json) => bound(child, ranges);
