@@ -42,6 +42,7 @@ export async function startInferenceWorker(
     maxScoreRowTokens: config.maxDecisionRowTokens,
     intraOpThreads: config.intraOpThreads,
     executionProviders: config.executionProviders,
+    gpuFallback: config.gpuFallback,
     ortWorker: config.ortWorker,
     threshold: config.unmaskThreshold,
     unmaskPolicy: config.unmaskPolicy,

@@ -127,16 +127,29 @@ export const SETTINGS: readonly AnySetting[] = [
     env: "TESSERA_EXECUTION_PROVIDERS",
     key: "executionProviders",
     fallback: "cpu",
-    help: "ONNX Runtime execution providers in order of preference: cpu, or cuda,cpu where the CUDA files are installed.",
+    help: "ONNX Runtime execution providers in order of preference: cpu; webgpu (any GPU with a Vulkan driver; the key/values stay on the device); or cuda,cpu where the CUDA files are installed. A models config entry's execution_providers wins.",
     parse: (raw) => {
       const names = raw
         .split(",")
         .map((s) => s.trim().toLowerCase())
         .filter((s) => s !== "");
       if (names.length === 0) throw new Error("must name at least one provider");
-      for (const name of names) if (name !== "cpu" && name !== "cuda") throw new Error(`unknown provider "${name}" (cpu or cuda)`);
+      for (const name of names) {
+        if (name !== "cpu" && name !== "cuda" && name !== "webgpu") throw new Error(`unknown provider "${name}" (cpu, webgpu or cuda)`);
+      }
       if (new Set(names).size !== names.length) throw new Error("names a provider twice");
       return names as ExecutionProvider[];
+    },
+  },
+  {
+    env: "TESSERA_GPU_FALLBACK",
+    key: "gpuFallback",
+    fallback: "none",
+    help: "Where a GPU provider (webgpu, cuda) cannot start (no adapter, no driver, libraries missing): none fails the model's load naming the cause and the fix; cpu runs it on the CPU and logs why.",
+    parse: (raw) => {
+      const value = raw.trim().toLowerCase();
+      if (value !== "none" && value !== "cpu") throw new Error(`must be none or cpu, got "${raw}"`);
+      return value;
     },
   },
   {

@@ -5,7 +5,7 @@ import type { LogLevel } from "./logger.js";
 
 export { SETTINGS };
 
-export type ExecutionProvider = "cpu" | "cuda";
+export type ExecutionProvider = "cpu" | "cuda" | "webgpu";
 
 /** Every setting of a Tessera process. Read once at start by `loadConfig`. */
 export interface Config {
@@ -29,6 +29,8 @@ export interface Config {
   /** The Python that runs `tessera convert` (empty: convert/.venv's, else python3). */
   convertPython: string;
   executionProviders: ExecutionProvider[];
+  /** Where a GPU provider cannot start: `none` fails the load, `cpu` runs on the CPU (logged). */
+  gpuFallback: "none" | "cpu";
   /** Unset: each model's own (config.json `decoding.threshold`), else 0.9. */
   unmaskThreshold: number | undefined;
   /** Unmasking policy spec; unset: each model's own (config.json `decoding.policy`), else `threshold`. */

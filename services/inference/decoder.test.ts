@@ -5,7 +5,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BLOCKED, BatchBuilder } from "./decoder/batch.js";
-import type { ForwardOutputs } from "./decoder/forward.js";
+import type { ForwardOutputs, LayerKV } from "./decoder/forward.js";
 import { SequenceKV } from "./decoder/kv-cache.js";
 import { ReplyText, StopMatcher, withoutIncompleteTail } from "./decoder/reply-text.js";
 import { Sequence, type DecodeModel, type StepResult } from "./decoder/sequence.js";
@@ -299,7 +299,7 @@ describe("batch inputs", () => {
     expect(row(1, 0)).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0]);
     expect(row(1, 4)).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
     expect(inputs.attentionMask.every((x) => x === 0 || x === BLOCKED)).toBe(true);
-    expect([...inputs.pastKeyValues[0]!.key]).toEqual([...new Array(8).fill(1), ...new Array(8).fill(0)]);
+    expect([...(inputs.pastKeyValues as LayerKV[])[0]!.key]).toEqual([...new Array(8).fill(1), ...new Array(8).fill(0)]);
   });
 
   it("patches the kept past in place when a row commits and the longest past is unchanged", () => {
@@ -319,8 +319,8 @@ describe("batch inputs", () => {
       { kv: a, tokens: [1] },
       { kv: b, tokens: [2] },
     ]);
-    expect(second.pastKeyValues[0]!.key).toBe(first.pastKeyValues[0]!.key);
-    expect([...second.pastKeyValues[0]!.key]).toEqual([...new Array(8).fill(1), 2, 2, 2, 2, 0, 0, 0, 0]);
+    expect((second.pastKeyValues as LayerKV[])[0]!.key).toBe((first.pastKeyValues as LayerKV[])[0]!.key);
+    expect([...(second.pastKeyValues as LayerKV[])[0]!.key]).toEqual([...new Array(8).fill(1), 2, 2, 2, 2, 0, 0, 0, 0]);
     expect(second.attentionMask).not.toBe(first.attentionMask);
   });
 });

@@ -1,6 +1,6 @@
 import type { Logger } from "../../lib/logger.js";
 import { fairRunner, type LaneRunner } from "./decoder/fair-runner.js";
-import { createOrtRunner, type ForwardRunner, type KVShape } from "./decoder/forward.js";
+import { createOrtRunner, type ForwardRunner, type KVShape, type OrtRunnerOptions } from "./decoder/forward.js";
 import type { UnmaskPolicy } from "./decoder/policies/policy.js";
 import { DEFAULT_THRESHOLD } from "./decoder/policies/registry.js";
 import { selectPolicy } from "./decoder/policies/select.js";
@@ -93,6 +93,7 @@ export function decodeModelOf(model: ModelDir): DecodeModel {
     kvShape: kvShapeOf(model),
     stopTokenIds: c.stopTokenIds,
     logitsShift: c.logitsShift,
+    ...(model.deviceKV !== undefined ? { deviceKV: model.deviceKV } : {}),
   };
 }
 
@@ -111,7 +112,7 @@ export function createModelEngine(options: ModelEngineOptions): ModelEngine {
   const policy = typeof options.policy === "object" ? options.policy : select(options.policy);
   const own = new Map<string, UnmaskPolicy>();
   for (const [id, spec] of Object.entries(options.servingPolicies ?? {})) own.set(id, select(spec));
-  const ortRunner = createOrtRunner(options.model.session, kvShapeOf(options.model));
+  const ortRunner = createOrtRunner(options.model.session, kvShapeOf(options.model), ortRunnerOptions(options));
   const runner = fairRunner(options.wrapRunner ? options.wrapRunner(ortRunner) : ortRunner);
   const decode = decodeModelOf(options.model);
   const scheduler = new Scheduler({
@@ -141,6 +142,27 @@ export function createModelEngine(options: ModelEngineOptions): ModelEngine {
     close: async () => {
       await scheduler.close();
       await options.model.close();
+    },
+  };
+}
+
+/** Where the model's session runs, its device key/values, and the transfer and device memory metrics. */
+function ortRunnerOptions(options: ModelEngineOptions): OrtRunnerOptions {
+  const { model, metrics, name } = options;
+  const provider = model.executionProviders[0] ?? "cpu";
+  const deviceKV = model.deviceKV;
+  if (deviceKV !== undefined && metrics !== undefined) deviceKV.onHeld = (bytes) => metrics.deviceKVBytes.set({ model: name }, bytes);
+  return {
+    provider,
+    ...(deviceKV !== undefined ? { deviceKV } : {}),
+    onTransfer: (t) => {
+      if (metrics === undefined) return;
+      metrics.hostDeviceBytes.inc({ model: name, direction: "to_device", kind: "kv" }, t.toDevice.kv);
+      metrics.hostDeviceBytes.inc({ model: name, direction: "to_device", kind: "other" }, t.toDevice.other);
+      metrics.hostDeviceBytes.inc({ model: name, direction: "to_host", kind: "kv" }, t.toHost.kv);
+      metrics.hostDeviceBytes.inc({ model: name, direction: "to_host", kind: "other" }, t.toHost.other);
+      metrics.forwardTransferBytes.observe({ model: name, direction: "to_device" }, t.toDevice.kv + t.toDevice.other);
+      metrics.forwardTransferBytes.observe({ model: name, direction: "to_host" }, t.toHost.kv + t.toHost.other);
     },
   };
 }

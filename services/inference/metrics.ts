@@ -19,7 +19,15 @@ export interface EngineMetrics {
   jumpForwardTokens: Counter<"model">;
   grammarCompileSeconds: Histogram<"model">;
   grammarStepSeconds: Histogram<"model">;
+  /** Bytes between host and device memory (GPU providers only), by direction and kind (`kv`: past/present key/values). */
+  hostDeviceBytes: Counter<"model" | "direction" | "kind">;
+  /** Bytes one forward moved between host and device memory, by direction. */
+  forwardTransferBytes: Histogram<"model" | "direction">;
+  /** Device memory held by key/value caches, batched pasts and presents not yet stored (WebGPU). */
+  deviceKVBytes: Gauge<"model">;
 }
+
+const BYTE_BUCKETS = [0, 1024, 16_384, 262_144, 1_048_576, 16_777_216, 67_108_864, 268_435_456, 1_073_741_824];
 
 const GRAMMAR_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
@@ -163,6 +171,37 @@ export function engineMetrics(registry: Registry): EngineMetrics {
           help: "Grammar time per constrained denoising step (masks, guesses, jump-forward), by model.",
           labelNames: ["model"],
           buckets: GRAMMAR_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+    hostDeviceBytes: reuse(
+      "tessera_host_device_bytes_total",
+      () =>
+        new Counter({
+          name: "tessera_host_device_bytes_total",
+          help: "Bytes moved between host and device memory by forwards on a GPU provider, by model, direction (to_device, to_host) and kind (kv: key/values; other).",
+          labelNames: ["model", "direction", "kind"],
+          registers: [registry],
+        }),
+    ),
+    forwardTransferBytes: reuse(
+      "tessera_forward_transfer_bytes",
+      () =>
+        new Histogram({
+          name: "tessera_forward_transfer_bytes",
+          help: "Bytes one forward on a GPU provider moved between host and device memory, by model and direction.",
+          labelNames: ["model", "direction"],
+          buckets: BYTE_BUCKETS,
+          registers: [registry],
+        }),
+    ),
+    deviceKVBytes: reuse(
+      "tessera_device_kv_bytes",
+      () =>
+        new Gauge({
+          name: "tessera_device_kv_bytes",
+          help: "Device memory held by key/value caches (and batched pasts and presents not yet stored) of a model on WebGPU.",
+          labelNames: ["model"],
           registers: [registry],
         }),
     ),

@@ -11,6 +11,8 @@ import { parseModelConfig, type ModelConfig } from "./model-config.js";
 import { skippableHeadParts } from "./onnx-head.js";
 import { concatBytes } from "./onnx-proto.js";
 import { bannedTokenIds } from "./decoder/unmask.js";
+import { type DeviceKVOps, deviceKVOps } from "./decoder/device-kv.js";
+import { appendGraph, downloadGraph, gatherGraph } from "./onnx-kv-graphs.js";
 import { readoutGraph, usesExternalData } from "./onnx-readout.js";
 import { modelText, type ModelText } from "./model-text.js";
 import { openSession, ortWorkerDefault, type ExecutionProvider, type OpenedSession } from "./onnx-session.js";
@@ -31,6 +33,8 @@ export interface ModelDir {
   decision: JsonObject | undefined;
   session: ort.InferenceSession;
   executionProviders: ExecutionProvider[];
+  /** Set when the session keeps its key/values on the device (WebGPU): the graphs that move them there. */
+  deviceKV: DeviceKVOps | undefined;
   /** Whether the session has the in-graph greedy readout (onnx-readout.ts). */
   readout: boolean;
   /** Whether a forward can skip the output head when it reads no logits (onnx-head.ts). */
@@ -44,6 +48,8 @@ export interface LoadModelDirOptions {
   /** Run the session on a worker thread (default: on unless TESSERA_ORT_WORKER says off). */
   worker?: boolean;
   intraOpThreads?: number;
+  /** Where a GPU provider cannot start: `cpu` runs on the CPU instead (TESSERA_GPU_FALLBACK). */
+  fallback?: "cpu" | "none";
   logger?: Logger;
 }
 
@@ -92,6 +98,8 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
       ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
       ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
       ...(options.worker !== undefined ? { worker: options.worker } : {}),
+      ...(options.fallback !== undefined ? { fallback: options.fallback } : {}),
+      deviceOutputs: ["logits", ...Array.from({ length: config.numLayers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat()],
       ...(options.logger !== undefined ? { logger: options.logger } : {}),
     });
   } finally {
@@ -100,6 +108,10 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
   }
   const { session, executionProviders } = opened;
   checkSessionIO(session, config, root);
+  const shape = { layers: config.numLayers, heads: config.numKvHeads, headDim: config.headDim };
+  const open = opened.openDeviceGraph;
+  const deviceKV =
+    open !== undefined ? deviceKVOps(shape, open, { append: appendGraph, gather: gatherGraph, download: downloadGraph }) : undefined;
   if (!staged.readout) options.logger?.warn({ onnxPath }, "model opset < 13: the greedy readout runs in JS from the logits");
   if (!staged.skippableHead)
     options.logger?.warn({ onnxPath }, "the output head cannot be made conditional: prefills compute logits they do not read");
@@ -114,9 +126,11 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
     decision,
     session,
     executionProviders,
+    deviceKV,
     readout: staged.readout,
     skippableHead: staged.skippableHead,
     close: async () => {
+      await deviceKV?.close();
       await Promise.all([session.release(), text.close()]);
     },
   };

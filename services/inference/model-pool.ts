@@ -10,13 +10,21 @@ import type { ExecutionProvider } from "./onnx-session.js";
 
 export interface ModelPoolOptions {
   /** Serving ids and their model directories; ids that share a directory share one engine. */
-  models: readonly { servingId: string; dir: string; unmaskPolicy?: string | undefined }[];
+  models: readonly {
+    servingId: string;
+    dir: string;
+    unmaskPolicy?: string | undefined;
+    /** The models config entry's `execution_providers`, over the server's. */
+    executionProviders?: readonly ExecutionProvider[] | undefined;
+  }[];
   /** Generation slots per loaded model. */
   slots: number;
   /** Wait queue per loaded model; a request finding slots and queue full is refused. */
   queue: number;
   intraOpThreads?: number;
   executionProviders?: readonly ExecutionProvider[];
+  /** Where a GPU provider cannot start: `cpu` runs on the CPU instead (TESSERA_GPU_FALLBACK); default: the load fails. */
+  gpuFallback?: "cpu" | "none";
   /** Run ONNX Runtime on a worker thread (see onnx-session.ts). */
   ortWorker?: boolean;
   /** Confidence of the `threshold` rule where a policy spec gives none (default: the model's, else 0.9). */
@@ -55,8 +63,10 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
 
   const byDir = new Map<string, string[]>();
   const servingPolicies: Record<string, string> = {};
-  for (const { servingId, dir, unmaskPolicy } of options.models) {
+  const providersOfDir = new Map<string, readonly ExecutionProvider[]>();
+  for (const { servingId, dir, unmaskPolicy, executionProviders } of options.models) {
     const key = path.resolve(dir);
+    if (executionProviders !== undefined && !providersOfDir.has(key)) providersOfDir.set(key, executionProviders);
     byDir.set(key, [...(byDir.get(key) ?? []), servingId]);
     if (unmaskPolicy !== undefined) servingPolicies[servingId] = unmaskPolicy;
   }
@@ -83,8 +93,10 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         );
         continue;
       }
+      const providers = providersOfDir.get(dir) ?? options.executionProviders;
       const model = await loadModelDir(dir, {
-        ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
+        ...(providers !== undefined ? { executionProviders: providers } : {}),
+        ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),
         ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
         ...(options.ortWorker !== undefined ? { worker: options.ortWorker } : {}),
         ...(options.logger !== undefined ? { logger: options.logger } : {}),

@@ -8,7 +8,7 @@ import path from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { createOrtRunner, type ForwardInputs } from "./decoder/forward.js";
+import { createOrtRunner, type ForwardInputs, type LayerKV } from "./decoder/forward.js";
 import { kvShapeOf } from "./engine.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { HEAD_SWITCH, LOGITS_AT, withSkippableHead } from "./onnx-head.js";
@@ -326,9 +326,9 @@ describe("the ONNX Runtime runner", () => {
     expect(prefill.readout).toBeUndefined();
     expect(step.readout!.token).toHaveLength(128);
     expect(score.logits).toHaveLength(128 * VOCAB);
-    prefill.present!.forEach((layer, l) => {
-      expect(layer.key).toEqual(step.present![l]!.key);
-      expect(layer.value).toEqual(step.present![l]!.value);
+    (prefill.present as LayerKV[]).forEach((layer, l) => {
+      expect(layer.key).toEqual((step.present as LayerKV[])[l]!.key);
+      expect(layer.value).toEqual((step.present as LayerKV[])[l]!.value);
     });
     // A readout forward's head at two positions only: those positions' logits, to the bit.
     const narrow = await runner.run(

@@ -166,6 +166,8 @@ export class Scheduler {
         this.reap();
       }
     }
+    // Idle: the kept batched past goes (on the device it is device memory).
+    this.builder.reset();
   }
 
   /** One prefill forward (at most `prefillChunk` prompt tokens) for a new sequence. */
@@ -179,7 +181,11 @@ export class Scheduler {
       const out = await this.options.runner.run(inputs, { present: true, output: "none" });
       this.countForward("prefill");
       seq.forwardPasses++;
-      seq.applyPrefill(out, 0, inputs.past, inputs.seq, tokens.length);
+      try {
+        seq.applyPrefill(out, 0, inputs.past, inputs.seq, tokens.length);
+      } finally {
+        out.release?.();
+      }
     } catch (err) {
       this.fail(entry, err);
     }
@@ -205,10 +211,14 @@ export class Scheduler {
       return;
     }
     this.countForward("denoise");
-    for (const [b, entry] of entries.entries()) await this.constrain(entry, out, b, inputs.seq);
-    entries.forEach((entry, b) => {
-      this.apply(entry, out, b, inputs.past, inputs.seq);
-    });
+    try {
+      for (const [b, entry] of entries.entries()) await this.constrain(entry, out, b, inputs.seq);
+      entries.forEach((entry, b) => {
+        this.apply(entry, out, b, inputs.past, inputs.seq);
+      });
+    } finally {
+      out.release?.(); // what no row's cache took of the present on the device
+    }
   }
 
   /** Jump-forward of a constrained sequence before a forward (grammar-forced tokens). */
@@ -247,8 +257,12 @@ export class Scheduler {
         output: entry.seq.wantsLogits ? "readout+logits" : "readout",
       });
       this.countForward("denoise");
-      await entry.seq.constrainStep(out, 0, inputs.seq);
-      this.apply(entry, out, 0, inputs.past, inputs.seq);
+      try {
+        await entry.seq.constrainStep(out, 0, inputs.seq);
+        this.apply(entry, out, 0, inputs.past, inputs.seq);
+      } finally {
+        out.release?.();
+      }
     } catch (err) {
       this.fail(entry, err);
     }

@@ -46,9 +46,9 @@ describe("readoutInputs", () => {
           expect(got.inputIds).toEqual(want.inputIds);
           expect(got.positionIds).toEqual(want.positionIds);
           expect(got.attentionMask).toEqual(want.attentionMask);
-          got.pastKeyValues.forEach((layer, l) => {
-            expect(layer.key).toEqual(want.pastKeyValues[l]!.key);
-            expect(layer.value).toEqual(want.pastKeyValues[l]!.value);
+          (got.pastKeyValues as LayerKV[]).forEach((layer, l) => {
+            expect(layer.key).toEqual((want.pastKeyValues as LayerKV[])[l]!.key);
+            expect(layer.value).toEqual((want.pastKeyValues as LayerKV[])[l]!.value);
           });
         },
       ),

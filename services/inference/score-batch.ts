@@ -1,4 +1,5 @@
 import { BLOCKED } from "./decoder/batch.js";
+import { DeviceBatchPast, type DevicePast, type DeviceSequenceKV } from "./decoder/device-kv.js";
 import type { ForwardInputs, KVShape, LayerKV } from "./decoder/forward.js";
 import { repeatedRowFeed } from "./onnx-worker-session.js";
 
@@ -50,7 +51,12 @@ export class PastScratch {
  * Makes the batched past of a readout forward, `[B, H_kv, P, D]` per layer: `rows` rows that all
  * continue `past`. ONNX Runtime cannot broadcast a past across the batch, so each row needs it.
  */
-export type BatchedPast = (past: ReadoutPast, rows: number, shape: KVShape) => LayerKV[];
+export type BatchedPast = (past: ReadoutPast, rows: number, shape: KVShape) => LayerKV[] | DevicePast;
+
+/** The past as `rows` copies of a cache on the device, gathered there for one forward and then freed. */
+export function devicePast(kv: DeviceSequenceKV): BatchedPast {
+  return (_past, rows) => new DeviceBatchPast(kv.ops).prepare(new Array<DeviceSequenceKV>(rows).fill(kv), false);
+}
 
 /**
  * The past copied once per row on this thread, into `scratch` when given: for a session on

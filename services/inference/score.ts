@@ -1,11 +1,12 @@
 import { BatchBuilder } from "./decoder/batch.js";
 import type { ForwardFetch, ForwardInputs } from "./decoder/forward.js";
-import { SequenceKV } from "./decoder/kv-cache.js";
+import { DeviceSequenceKV } from "./decoder/device-kv.js";
+import { createKVCache, type KVCache, SequenceKV } from "./decoder/kv-cache.js";
 import type { ModelEngine } from "./engine.js";
 import { InvalidRequest, ModelFailure } from "./engine-errors.js";
 import { LOGITS_AT } from "./onnx-head.js";
 import { handOver, isWorkerSession } from "./onnx-worker-session.js";
-import { copiedPast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
+import { copiedPast, devicePast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
 import { planReadoutForwards } from "./score-plan.js";
 import { fewestTokens, refuseIfCannotFit } from "./text-bound.js";
 import { canceled } from "./slots.js";
@@ -200,8 +201,12 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
   const run = (inputs: ForwardInputs, fetch: ForwardFetch) => runModel(engine, () => engine.runner.run(inputs, fetch, lane));
 
-  /** Appends `tokens` (whole blocks, from a block's start) to `kv` in forwards of at most `chunk` tokens. */
-  const prefill = async (kv: SequenceKV, tokens: readonly number[]): Promise<ReadoutPast> => {
+  /**
+   * Appends `tokens` (whole blocks, from a block's start) to `kv` in forwards of at most `chunk`
+   * tokens. A cache on the device keeps its key/values there: the past returned then has no
+   * host layers, and the readout forwards gather its rows on the device (devicePast).
+   */
+  const prefill = async (kv: KVCache, tokens: readonly number[]): Promise<ReadoutPast> => {
     for (let done = 0; done < tokens.length; done += chunk) {
       if (signal?.aborted) throw canceled();
       const part = tokens.slice(done, done + chunk);
@@ -209,13 +214,14 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
       const out = await run(inputs, { present: true, output: "none" });
       engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "prefill" });
       kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, part.length);
+      out.release?.();
     }
-    return { layers: kv.layersOfLength(), length: kv.length };
+    return { layers: kv instanceof SequenceKV ? kv.layersOfLength() : [], length: kv.length };
   };
 
   const values = input.suffixes.map((s) => new Array<number>(s.labels.length).fill(0));
-  /** Every row's reads from batched forwards over `past` (each row's tokens right after it). */
-  const readRows = async (rows: ReadoutRow[], past: ReadoutPast): Promise<void> => {
+  /** Every row's reads from batched forwards over `past`, the key/values of `kv` (each row's tokens right after it). */
+  const readRows = async (rows: ReadoutRow[], past: ReadoutPast, kv: KVCache): Promise<void> => {
     if (rows.length === 0) return;
     // A narrowed head (onnx-head-at.ts) returns the logits of the answer slots only.
     const narrowHead = engine.model.session.inputNames.includes(LOGITS_AT);
@@ -223,12 +229,13 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
     const batches = planReadoutForwards(rows, past.length, (seq) => maxRows(seq, past.length, engine, narrowHead ? slotsPerRow : seq));
     // On a worker-thread session the worker writes the past's rows itself, from one shared copy;
     // on this thread they are copied into the scratch kept for the engine.
-    const onWorker = isWorkerSession(engine.model.session);
+    const onDevice = kv instanceof DeviceSequenceKV;
+    const onWorker = !onDevice && isWorkerSession(engine.model.session);
     const rowFloats = kvShape.heads * past.length * kvShape.headDim;
-    const scratch = onWorker ? undefined : scratchOf(engine);
+    const scratch = onWorker || onDevice ? undefined : scratchOf(engine);
     const buffers = scratch?.take(kvShape.layers, Math.max(...batches.map((b) => b.length)) * rowFloats);
     const rowsPast = onWorker ? sharedPast(past, kvShape) : past;
-    const batchedPast = onWorker ? repeatedPast : copiedPast(buffers);
+    const batchedPast = onDevice ? devicePast(kv) : onWorker ? repeatedPast : copiedPast(buffers);
     try {
       for (const batch of batches) {
         if (signal?.aborted) throw canceled();
@@ -255,23 +262,35 @@ export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, sign
   };
 
   return engine.scheduler.withSlot(signal, async () => {
-    // The state's complete blocks, once for every question.
-    const statePast = await prefill(new SequenceKV(kvShape, Math.max(shared, 1)), prefixIds.slice(0, shared));
-    await readRows(
-      plans.filter((p) => p.head === 0).flatMap((p) => [...p.rows.values()]),
-      statePast,
-    );
-    // A question with a head of its own: the state's past, its head in chunks, then its rows.
-    for (const plan of plans) {
-      if (plan.head === 0) continue;
-      const kv = new SequenceKV(kvShape, shared + plan.head);
-      kv.append(statePast.layers, 0, shared, 0, shared);
-      const past = await prefill(kv, plan.base.slice(0, plan.head));
-      const rows = [...plan.rows.values()].map((row) => ({
-        tokens: row.tokens.slice(plan.head),
-        reads: row.reads.map((read) => ({ ...read, at: read.at - plan.head })),
-      }));
-      await readRows(rows, past);
+    // The state's complete blocks, once for every question. A cache on the device holds device
+    // memory until it is disposed, whatever ends the request.
+    const stateKV = createKVCache(engine.decode, Math.max(shared, 1));
+    try {
+      const statePast = await prefill(stateKV, prefixIds.slice(0, shared));
+      await readRows(
+        plans.filter((p) => p.head === 0).flatMap((p) => [...p.rows.values()]),
+        statePast,
+        stateKV,
+      );
+      // A question with a head of its own: the state's past, its head in chunks, then its rows.
+      for (const plan of plans) {
+        if (plan.head === 0) continue;
+        const kv = createKVCache(engine.decode, shared + plan.head);
+        try {
+          if (kv instanceof SequenceKV) kv.append(statePast.layers, 0, shared, 0, shared);
+          else await kv.appendCache(stateKV as DeviceSequenceKV);
+          const past = await prefill(kv, plan.base.slice(0, plan.head));
+          const rows = [...plan.rows.values()].map((row) => ({
+            tokens: row.tokens.slice(plan.head),
+            reads: row.reads.map((read) => ({ ...read, at: read.at - plan.head })),
+          }));
+          await readRows(rows, past, kv);
+        } finally {
+          kv.dispose();
+        }
+      }
+    } finally {
+      stateKV.dispose();
     }
 
     const results = input.suffixes.map((_, i) => ({ logits: values[i]!, suffixTokens: suffixTokens[i]! }));

@@ -1,5 +1,5 @@
 import type { ForwardInputs, KVShape } from "./forward.js";
-import { BatchPast, type SequenceKV } from "./kv-cache.js";
+import { BatchPast, type KVCache } from "./kv-cache.js";
 
 /** Additive mask value of a blocked slot. */
 export const BLOCKED = -1e9;
@@ -10,7 +10,7 @@ export const BLOCKED = -1e9;
  * current tokens start a block).
  */
 export interface BatchRow {
-  kv: SequenceKV;
+  kv: KVCache;
   tokens: ArrayLike<number>;
 }
 

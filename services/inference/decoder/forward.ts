@@ -1,6 +1,8 @@
 import * as ort from "onnxruntime-node";
 import { HEAD_SWITCH, LOGITS_AT } from "../onnx-head.js";
 import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx-readout.js";
+import { type DeviceKVOps, type DevicePast, type DevicePresent, isDevicePast } from "./device-kv.js";
+import { takeDeviceOutputs } from "./device-outputs.js";
 
 /** Per-layer key and value tensors, each `[B, H_kv, T, D]` flattened. */
 export interface LayerKV {
@@ -19,7 +21,8 @@ export interface ForwardInputs {
   positionIds: BigInt64Array;
   /** Additive `[B, 1, S, P+S]`. */
   attentionMask: Float32Array;
-  pastKeyValues: LayerKV[];
+  /** In host memory, or caches on the device (device-kv.ts) that the runner batches there. */
+  pastKeyValues: LayerKV[] | DevicePast;
   /**
    * `[B, K]` indices into the `B * S` positions (`b * S + s`): the only positions whose logits
    * the forward computes, on a model whose head can be narrowed (onnx-head-at.ts); the logits
@@ -27,6 +30,9 @@ export interface ForwardInputs {
    */
   logitsAt?: { indices: BigInt64Array; perRow: number };
 }
+
+/** A forward's present key/values: host arrays, or tensors left on the device. */
+export type PresentKV = readonly LayerKV[] | DevicePresent;
 
 /** The greedy readout of every position: see onnx-readout.ts. */
 export interface Readout {
@@ -42,7 +48,27 @@ export interface ForwardOutputs {
   /** Present when asked for and the model has the readout outputs. */
   readout?: Readout;
   /** `[B, H_kv, P+S, D]` per layer; only when asked for. */
-  present?: LayerKV[];
+  present?: PresentKV;
+  /**
+   * Frees what the forward left on the device that no cache took (call once the rows have been
+   * applied; a cache that stores a slice keeps the present alive until it has copied it).
+   */
+  release?: () => void;
+}
+
+/** Bytes a forward moved between host and device memory, by direction and what they were. */
+export interface ForwardTransfer {
+  toDevice: { kv: number; other: number };
+  toHost: { kv: number; other: number };
+}
+
+export interface OrtRunnerOptions {
+  /** Where the session runs: `cpu` moves nothing; a device provider uploads host feeds and downloads host outputs. */
+  provider?: "cpu" | "cuda" | "webgpu";
+  /** Set when the session leaves `present.*` on the device (`preferredOutputLocation`). */
+  deviceKV?: DeviceKVOps;
+  /** Called after every forward on a device provider. */
+  onTransfer?: (transfer: ForwardTransfer) => void;
 }
 
 export interface ForwardFetch {
@@ -78,7 +104,12 @@ export interface KVShape {
  * ONNX Runtime runs the whole graph whatever is fetched, so a prefill also switches the
  * output head off when the session has the switch (onnx-head.ts).
  */
-export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): ForwardRunner {
+export function createOrtRunner(session: ort.InferenceSession, shape: KVShape, options: OrtRunnerOptions = {}): ForwardRunner {
+  const { deviceKV, onTransfer } = options;
+  const onDevice = options.provider !== undefined && options.provider !== "cpu";
+  // WebGPU refuses the readout's Softmax over the skipped head's empty logits (a dispatch of
+  // size 0), so a prefill there computes the head and does not fetch it.
+  const canSkipHead = options.provider !== "webgpu";
   const presentNames: string[] = [];
   for (let l = 0; l < shape.layers; l++) presentNames.push(`present.${l}.key`, `present.${l}.value`);
   const hasReadout = session.outputNames.includes(READOUT_CONFIDENCE) && session.outputNames.includes(READOUT_TOKEN);
@@ -104,15 +135,48 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
         position_ids: new ort.Tensor("int64", inputs.positionIds, [B, S]),
         attention_mask: new ort.Tensor("float32", inputs.attentionMask, [B, 1, S, P + S]),
       };
-      if (hasHeadSwitch) feeds[HEAD_SWITCH] = new ort.Tensor("bool", Uint8Array.of(fetch.output === "none" ? 0 : 1), []);
-      if (hasLogitsAt) feeds[LOGITS_AT] = logitsAtFeed(inputs, fetch.output === "none");
-      const kvDims = [B, shape.heads, P, shape.headDim];
-      inputs.pastKeyValues.forEach((layer, l) => {
-        feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", layer.key, kvDims);
-        feeds[`past_key_values.${l}.value`] = new ort.Tensor("float32", layer.value, kvDims);
-      });
-      const out = await session.run(feeds, outputNames(fetch));
+      if (hasHeadSwitch) feeds[HEAD_SWITCH] = new ort.Tensor("bool", Uint8Array.of(fetch.output === "none" && canSkipHead ? 0 : 1), []);
+      if (hasLogitsAt) feeds[LOGITS_AT] = logitsAtFeed(inputs, fetch.output === "none", canSkipHead);
+      const transfer: ForwardTransfer = { toDevice: { kv: 0, other: 0 }, toHost: { kv: 0, other: 0 } };
+      for (const t of Object.values(feeds)) transfer.toDevice.other += bytesOf(t);
+      const past = inputs.pastKeyValues;
+      if (isDevicePast(past)) {
+        if (deviceKV === undefined) throw new Error("key/values on the device fed to a session that keeps them on the host");
+        const tensors = await past.resolve();
+        for (let l = 0; l < shape.layers; l++) {
+          feeds[`past_key_values.${l}.key`] = tensors[2 * l]!;
+          feeds[`past_key_values.${l}.value`] = tensors[2 * l + 1]!;
+        }
+        for (const t of tensors) if (t.location === "cpu") transfer.toDevice.kv += bytesOf(t);
+      } else {
+        const kvDims = [B, shape.heads, P, shape.headDim];
+        past.forEach((layer, l) => {
+          feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", layer.key, kvDims);
+          feeds[`past_key_values.${l}.value`] = new ort.Tensor("float32", layer.value, kvDims);
+          transfer.toDevice.kv += layer.key.byteLength + layer.value.byteLength;
+        });
+      }
+      const wanted = outputNames(fetch);
+      let out: ort.InferenceSession.ReturnType;
+      try {
+        // A session that leaves outputs in gpu-buffers runs with every output fetched: onnxruntime-node
+        // 1.30 fails one that fetches a subset ("Output count mismatch", or outputs bound at a past shape).
+        out = deviceKV !== undefined ? await session.run(feeds) : await session.run(feeds, wanted);
+      } finally {
+        if (isDevicePast(past)) past.done();
+      }
+      if (deviceKV !== undefined) {
+        const result = await takeDeviceOutputs(out, wanted, presentNames, deviceKV, transfer);
+        onTransfer?.(transfer);
+        return result;
+      }
       const result: ForwardOutputs = {};
+      for (const [name, t] of Object.entries(out)) {
+        if (t.location !== "cpu") continue;
+        if (name.startsWith("present.")) transfer.toHost.kv += bytesOf(t);
+        else transfer.toHost.other += bytesOf(t);
+      }
+      if (onDevice) onTransfer?.(transfer);
       if (out.logits !== undefined) result.logits = out.logits.data as Float32Array;
       const confidence = out[READOUT_CONFIDENCE];
       const token = out[READOUT_TOKEN];
@@ -120,9 +184,10 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
         result.readout = { confidence: confidence.data as Float32Array, token: token.data as BigInt64Array };
       }
       if (fetch.present) {
-        result.present = [];
+        const present: LayerKV[] = [];
+        result.present = present;
         for (let l = 0; l < shape.layers; l++) {
-          result.present.push({
+          present.push({
             key: out[`present.${l}.key`]!.data as Float32Array,
             value: out[`present.${l}.value`]!.data as Float32Array,
           });
@@ -133,12 +198,26 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape): 
   };
 }
 
-/** The head's positions: none for a forward that skips the head, else the asked ones or all. */
-function logitsAtFeed(inputs: ForwardInputs, skipped: boolean): ort.Tensor {
+/**
+ * The head's positions: none for a forward that skips the head (one a row where the head cannot
+ * be skipped: WebGPU, see createOrtRunner), else the asked ones or all.
+ */
+function logitsAtFeed(inputs: ForwardInputs, skipped: boolean, canSkipHead: boolean): ort.Tensor {
   const { batch: B, seq: S, logitsAt } = inputs;
-  if (skipped) return new ort.Tensor("int64", new BigInt64Array(0), [B, 0]);
+  if (skipped && canSkipHead) return new ort.Tensor("int64", new BigInt64Array(0), [B, 0]);
+  if (skipped)
+    return new ort.Tensor(
+      "int64",
+      BigInt64Array.from({ length: B }, (_, b) => BigInt(b * S)),
+      [B, 1],
+    );
   if (logitsAt !== undefined) return new ort.Tensor("int64", logitsAt.indices, [B, logitsAt.perRow]);
   const all = new BigInt64Array(B * S);
   for (let i = 0; i < all.length; i++) all[i] = BigInt(i);
   return new ort.Tensor("int64", all, [B, S]);
+}
+
+function bytesOf(t: ort.Tensor): number {
+  const data = t.location === "cpu" ? (t.data as ArrayBufferView) : undefined;
+  return data?.byteLength ?? t.dims.reduce((n, d) => n * d, 1) * (t.type === "int64" ? 8 : t.type === "bool" ? 1 : 4);
 }

@@ -1,4 +1,20 @@
-import type { KVShape, LayerKV } from "./forward.js";
+import { DeviceBatchPast, type DeviceKVOps, DevicePresent, DeviceSequenceKV, type DevicePast } from "./device-kv.js";
+import type { KVShape, LayerKV, PresentKV } from "./forward.js";
+
+/** A sequence's key/value cache: in host memory, or on the device (device-kv.ts). */
+export type KVCache = SequenceKV | DeviceSequenceKV;
+
+/** Where a model's caches live: its key/value shape, and the device operations when they stay on the device. */
+export interface KVPlacement {
+  kvShape: KVShape;
+  /** Set when the key/values stay on the device (WebGPU, device-kv.ts): caches are made there. */
+  deviceKV?: DeviceKVOps;
+}
+
+/** A cache on the device when the model's key/values live there, else in host memory. */
+export function createKVCache(model: KVPlacement, initialCapacity: number): KVCache {
+  return model.deviceKV !== undefined ? new DeviceSequenceKV(model.deviceKV) : new SequenceKV(model.kvShape, initialCapacity);
+}
 
 /**
  * The clean key/values of one sequence, per layer `[H_kv, capacity, D]`. Only whole
@@ -25,8 +41,9 @@ export class SequenceKV {
    * Appends slots `[from, from + count)` of row `row` of a forward's present key/values
    * (`[B, H_kv, total, D]`).
    */
-  append(present: readonly LayerKV[], row: number, total: number, from: number, count: number): void {
+  append(present: PresentKV, row: number, total: number, from: number, count: number): void {
     if (count <= 0) return;
+    if (present instanceof DevicePresent) throw new Error("a host cache cannot store key/values left on the device");
     this.reserve(this.length + count);
     const { heads: H, headDim: D } = this.shape;
     for (let l = 0; l < present.length; l++) {
@@ -67,6 +84,9 @@ export class SequenceKV {
     }
   }
 
+  /** Nothing to free early: host memory goes with the object. */
+  dispose(): void {}
+
   private reserve(needed: number): void {
     if (needed <= this.capacity) return;
     let capacity = this.capacity;
@@ -95,10 +115,21 @@ export class BatchPast {
   private lengths: number[] = [];
   private past = -1;
   private layers: LayerKV[] = [];
+  private device: DeviceBatchPast | undefined;
 
   constructor(private readonly shape: KVShape) {}
 
-  prepare(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[] } {
+  prepare(rows: readonly KVCache[]): { past: number; layers: LayerKV[] | DevicePast } {
+    if (rows.some((kv) => kv instanceof DeviceSequenceKV)) {
+      if (!rows.every((kv) => kv instanceof DeviceSequenceKV)) throw new Error("a batch mixes host and device caches");
+      this.device ??= new DeviceBatchPast(rows[0]!.ops);
+      const past = this.device.prepare(rows);
+      return { past: past.past, layers: past };
+    }
+    return this.prepareHost(rows as readonly SequenceKV[]);
+  }
+
+  private prepareHost(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[] } {
     let past = 0;
     for (const kv of rows) past = Math.max(past, kv.length);
     const same =
@@ -125,6 +156,7 @@ export class BatchPast {
 
   /** Forget the kept tensors (after a failed forward, whose rows are then run one by one). */
   reset(): void {
+    this.device?.reset();
     this.members = [];
     this.lengths = [];
     this.past = -1;

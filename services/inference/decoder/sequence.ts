@@ -1,7 +1,7 @@
 import { ConstrainedSpan } from "../grammar/constrained-span.js";
 import type { GrammarReport, SequenceGrammar } from "../grammar/sequence-grammar.js";
-import type { ForwardOutputs, KVShape } from "./forward.js";
-import { SequenceKV } from "./kv-cache.js";
+import type { ForwardOutputs } from "./forward.js";
+import { createKVCache, type KVCache, type KVPlacement } from "./kv-cache.js";
 import { type CommittedLogprob, logprobsAt } from "./logprobs.js";
 import { type Commit, type Guess, mostConfident, type StepContext, type UnmaskPolicy } from "./policies/policy.js";
 import { cutAtStop, ReplyText, type StopMatcher, tokensSent } from "./reply-text.js";
@@ -10,14 +10,13 @@ import { bannedTokenIds, bannedTokens, checkCommits, maskedGuesses } from "./unm
 export type FinishReason = "stop" | "length";
 
 /** The model facts decoding needs (from config.json). */
-export interface DecodeModel {
+export interface DecodeModel extends KVPlacement {
   blockSize: number;
   maxPositions: number;
   vocabSize: number;
   maskTokenId: number;
   eosTokenId: number;
   padTokenId: number;
-  kvShape: KVShape;
   /** Tokens that end the reply (contract v2); default: the end of turn alone. */
   stopTokenIds?: readonly number[];
   /** 1: logits row i predicts the token at i + 1 (contract v2 `logits_shift`); default 0. */
@@ -82,7 +81,7 @@ export interface StepResult {
  * last block out of the prefill so that this forward holds it.
  */
 export class Sequence {
-  readonly kv: SequenceKV;
+  readonly kv: KVCache;
   readonly promptLength: number;
   /** Prompt tokens in complete blocks: prefilled, never part of a step row. */
   readonly promptBlocks: number;
@@ -127,7 +126,7 @@ export class Sequence {
     this.stops = new Set(model.stopTokenIds ?? [model.eosTokenId]);
     const aligned = this.shift === 1 && n > 0 && n % blockSize === 0;
     this.promptBlocks = aligned ? n - blockSize : Math.floor(n / blockSize) * blockSize;
-    this.kv = new SequenceKV(model.kvShape, Math.min(model.maxPositions, this.promptBlocks + 4 * blockSize));
+    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + 4 * blockSize));
     this.banned = bannedTokens(model.vocabSize, bannedTokenIds(model));
     this.text = new ReplyText(params.decode, params.stops);
     this.blockStart = this.promptBlocks;
@@ -175,9 +174,10 @@ export class Sequence {
     return this.span?.active === true && !this.done;
   }
 
-  /** Releases the grammar matcher (the sequence left the scheduler). */
+  /** Releases the grammar matcher and the key/value cache (the sequence left the scheduler). */
   release(): void {
     this.span?.dispose();
+    this.kv.dispose();
   }
 
   /** The next prompt tokens to prefill: whole blocks, at most `chunk` tokens (at least one block). */
