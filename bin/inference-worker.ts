@@ -7,7 +7,7 @@ import type { ModelPool } from "../services/inference/model-pool.js";
 import type { Catalog } from "../services/registry/catalog.js";
 
 /** The model directories of the catalog that exist; the others are named in a warning. */
-export function servedModels(catalog: Catalog, logger: Logger): { servingId: string; dir: string; unmaskPolicy?: string }[] {
+export function servedModels(catalog: Catalog, logger: Logger): ReturnType<Catalog["servedModels"]> {
   return catalog.servedModels().filter(({ servingId, dir }) => {
     if (existsSync(dir)) return true;
     logger.warn({ servingId, dir }, "model directory not found; its models are not served (the listing leaves them out)");
@@ -26,7 +26,7 @@ export interface InferenceWorker {
  * Runtime is a large native library, so it is imported only when there is a model to serve.
  */
 export async function startInferenceWorker(
-  models: { servingId: string; dir: string; unmaskPolicy?: string }[],
+  models: ReturnType<Catalog["servedModels"]>,
   config: Config,
   logger: Logger,
   metrics: Metrics,

@@ -99,6 +99,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
       ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
       ...(options.worker !== undefined ? { worker: options.worker } : {}),
       ...(options.fallback !== undefined ? { fallback: options.fallback } : {}),
+      label: onnxPath,
       deviceOutputs: ["logits", ...Array.from({ length: config.numLayers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat()],
       ...(options.logger !== undefined ? { logger: options.logger } : {}),
     });

@@ -13,7 +13,7 @@ export const WEBGPU_FIX =
   "install the GPU's Vulkan driver and the Vulkan loader (NVIDIA: the driver's nvidia_icd.json and libvulkan.so.1; " +
   "AMD and Intel: mesa-vulkan-drivers and libvulkan1), or, without a GPU, a software Vulkan: " +
   "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json LD_LIBRARY_PATH=/usr/lib/chromium (Debian's chromium package); " +
-  "TESSERA_GPU_FALLBACK=cpu runs on the CPU instead (services/inference/README.md, GPU)";
+  "TESSERA_GPU_FALLBACK=cpu runs on the CPU instead (services/inference/README.md, Execution providers)";
 
 export interface SessionOptions {
   /** In order of preference; `cpu` is always tried last. Default `["cpu"]`. */
@@ -32,6 +32,8 @@ export interface SessionOptions {
   deviceOutputs?: readonly string[];
   /** Where a device provider cannot start: `cpu` opens the session on the CPU (with a warning), `none` fails. Default `none`. */
   fallback?: "cpu" | "none";
+  /** The model's file, for messages (the model may be passed as edited bytes). */
+  label?: string;
   logger?: Logger;
 }
 
@@ -67,7 +69,7 @@ export function cudaProviderInstalled(): boolean {
  * the session opens on the CPU and the log says why.
  */
 export async function openSession(model: string | Uint8Array, options: SessionOptions = {}): Promise<OpenedSession> {
-  const modelPath = typeof model === "string" ? model : "(in memory)";
+  const modelPath = options.label ?? (typeof model === "string" ? model : "(in memory)");
   const create = (o: ort.InferenceSession.SessionOptions): Promise<ort.InferenceSession> =>
     (options.worker ?? ortWorkerDefault())
       ? WorkerSession.open(model, o)
@@ -106,7 +108,7 @@ export async function openSession(model: string | Uint8Array, options: SessionOp
   if (wanted[0] === "cuda") {
     if (!cudaProviderInstalled() && options.fallback !== "cpu") {
       throw new Error(
-        `${modelPath}: the CUDA execution provider's libraries are not installed; install them (services/inference/README.md, GPU) or set TESSERA_GPU_FALLBACK=cpu`,
+        `${modelPath}: the CUDA execution provider's libraries are not installed; install them (services/inference/README.md, Execution providers) or set TESSERA_GPU_FALLBACK=cpu`,
       );
     }
     if (!cudaProviderInstalled()) {

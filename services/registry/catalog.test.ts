@@ -128,3 +128,15 @@ describe("parseCatalog", () => {
     expect(() => loadCatalog("/nonexistent/models.config.json")).toThrow(/ENOENT/);
   });
 });
+
+describe("execution_providers", () => {
+  it("puts a model on its own providers, over the server's; bad lists are problems", () => {
+    const catalog = parseCatalog({ models: [model("decisionmodel-0.1", { execution_providers: ["webgpu"] })] }, "/base");
+    expect(catalog.servedModels()).toEqual([{ servingId: "x", dir: "/base/models/x", executionProviders: ["webgpu"] }]);
+    for (const bad of [[], ["tpu"], ["cpu", "cpu"], "webgpu"]) {
+      expect(problemsOf({ models: [model("decisionmodel-0.1", { execution_providers: bad })] })).toEqual([
+        'models[0]: "execution_providers" must be a list of distinct providers among cpu, webgpu, cuda (e.g. ["webgpu"])',
+      ]);
+    }
+  });
+});

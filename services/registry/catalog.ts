@@ -19,6 +19,8 @@ export interface CatalogModel {
   aliases: string[];
   /** The unmasking policy spec its replies decode with, when the entry names one (`unmask_policy`). */
   unmaskPolicy?: string;
+  /** ONNX Runtime providers of its model, over the server's TESSERA_EXECUTION_PROVIDERS (`execution_providers`). */
+  executionProviders?: ("cpu" | "cuda" | "webgpu")[];
 }
 
 /** An id that follows the newest release (by release date) of a family. */
@@ -90,11 +92,16 @@ export class Catalog {
   }
 
   /** Every distinct model directory with the serving id its versions share (and its unmasking policy, if named). */
-  servedModels(): { servingId: string; dir: string; unmaskPolicy?: string }[] {
-    const seen = new Map<string, { dir: string; unmaskPolicy?: string }>();
+  servedModels(): { servingId: string; dir: string; unmaskPolicy?: string; executionProviders?: CatalogModel["executionProviders"] }[] {
+    const seen = new Map<string, { dir: string; unmaskPolicy?: string; executionProviders?: CatalogModel["executionProviders"] }>();
     for (const model of this.models) {
       const policy = seen.get(model.servingId)?.unmaskPolicy ?? model.unmaskPolicy;
-      seen.set(model.servingId, { dir: model.modelDir, ...(policy !== undefined ? { unmaskPolicy: policy } : {}) });
+      const providers = seen.get(model.servingId)?.executionProviders ?? model.executionProviders;
+      seen.set(model.servingId, {
+        dir: model.modelDir,
+        ...(policy !== undefined ? { unmaskPolicy: policy } : {}),
+        ...(providers !== undefined ? { executionProviders: providers } : {}),
+      });
     }
     return [...seen].map(([servingId, served]) => ({ servingId, ...served }));
   }
@@ -122,6 +129,7 @@ const MODEL_FIELDS = new Set([
   "serving_id",
   "aliases",
   "unmask_policy",
+  "execution_providers",
 ]);
 const LATEST_FIELDS = new Set(["id", "family", "description", "aliases"]);
 
@@ -225,6 +233,7 @@ export function parseCatalog(config: unknown, baseDir: string, source = "(inline
       }
       policyOfServingId.set(servingId, unmaskPolicy);
     }
+    const executionProviders = providerList(entry, where, problems);
     if (idOk && kind !== undefined && family && version && releaseDate && description && modelDir && servingId) {
       models.push({
         id,
@@ -237,6 +246,7 @@ export function parseCatalog(config: unknown, baseDir: string, source = "(inline
         servingId,
         aliases,
         ...(unmaskPolicy !== undefined ? { unmaskPolicy } : {}),
+        ...(executionProviders !== undefined ? { executionProviders } : {}),
       });
     }
   }
@@ -274,4 +284,21 @@ export function loadCatalog(path: string): Catalog {
     throw new CatalogError(path, [(err as Error).message]);
   }
   return parseCatalog(parsed, dirname(path), path);
+}
+
+/** A model entry's `execution_providers`: a non-empty list of cpu, webgpu, cuda, each once. */
+function providerList(entry: Record<string, unknown>, where: string, problems: string[]): CatalogModel["executionProviders"] {
+  const raw = entry["execution_providers"];
+  if (raw === undefined) return undefined;
+  const known = ["cpu", "cuda", "webgpu"] as const;
+  const ok =
+    Array.isArray(raw) &&
+    raw.length > 0 &&
+    raw.every((p) => typeof p === "string" && (known as readonly string[]).includes(p)) &&
+    new Set(raw).size === raw.length;
+  if (!ok) {
+    problems.push(`${where}: "execution_providers" must be a list of distinct providers among cpu, webgpu, cuda (e.g. ["webgpu"])`);
+    return undefined;
+  }
+  return raw as ("cpu" | "cuda" | "webgpu")[];
 }
