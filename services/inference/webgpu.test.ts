@@ -20,7 +20,8 @@ if (!haveSwiftShader) {
 /**
  * Decision values (logits, or log-probabilities for multi-token labels) may differ by this much:
  * the emulated GPU's float arithmetic is not the CPU provider's (other summation orders, and
- * SwiftShader's exp); measured up to 0.0062 on the tiny model. Greedy replies must be equal.
+ * SwiftShader's exp); measured up to 0.0126 on the tiny model (a two-token label's summed
+ * log-probabilities, in the chunked questions). Greedy replies must be equal.
  */
 const DECISION_TOLERANCE = 0.02;
 
@@ -34,6 +35,8 @@ interface ProviderRuns {
   batch: Reply[];
   decisionOne: number[][];
   decisionFour: number[][];
+  /** Questions longer than a decision forward may be: chunked, each over a cache of its own. */
+  decisionChunked: { logits: number[][]; prefills: number };
 }
 interface Held {
   tensors: number;
@@ -41,9 +44,11 @@ interface Held {
 }
 interface Scenarios {
   providers: string[];
+  headAt: boolean;
   baseline: Held;
   cpu: ProviderRuns;
   webgpu: ProviderRuns;
+  afterChunked: Held;
   afterParity: Held;
   transfer: Record<string, number>;
   forwards: Record<string, number>;
@@ -88,6 +93,7 @@ describe.skipIf(!haveSwiftShader)("WebGPU provider (SwiftShader)", () => {
     const s = await runScenarios();
     console.info("webgpu scenario timings (ms):", JSON.stringify(s.timings));
     expect(s.providers).toEqual(["webgpu", "cpu"]);
+    expect(s.headAt).toBe(true);
 
     // Greedy replies: the same text, batch 1 and a batch of 4 of different lengths, thinking and a JSON schema among them.
     expect(s.webgpu.single).toEqual(s.cpu.single);
@@ -99,6 +105,7 @@ describe.skipIf(!haveSwiftShader)("WebGPU provider (SwiftShader)", () => {
     for (const [gpu, cpu] of [
       [s.webgpu.decisionOne, s.cpu.decisionOne],
       [s.webgpu.decisionFour, s.cpu.decisionFour],
+      [s.webgpu.decisionChunked.logits, s.cpu.decisionChunked.logits],
     ] as const) {
       expect(gpu.map((r) => r.length)).toEqual(cpu.map((r) => r.length));
       gpu.forEach((row, i) => {
@@ -107,6 +114,11 @@ describe.skipIf(!haveSwiftShader)("WebGPU provider (SwiftShader)", () => {
         });
       });
     }
+
+    // The chunked questions went through caches of their own: the state's block and, per
+    // question, its head in more than one chunk (the same forwards on both providers).
+    expect(s.webgpu.decisionChunked.prefills).toBe(s.cpu.decisionChunked.prefills);
+    expect(s.webgpu.decisionChunked.prefills).toBeGreaterThanOrEqual(1 + 2 * 2);
 
     // The key/values never cross: prefills and committing steps ran, and 0 bytes of KV moved.
     expect(s.forwards["tiny-model/prefill"]).toBeGreaterThan(0);
@@ -118,6 +130,7 @@ describe.skipIf(!haveSwiftShader)("WebGPU provider (SwiftShader)", () => {
     // Device memory back to its baseline after each phase.
     const none = { tensors: 0, bytes: 0 };
     expect(s.baseline).toEqual(none);
+    expect(s.afterChunked).toEqual(none);
     expect(s.afterParity).toEqual(none);
     expect(s.cancelHeld).toBeGreaterThan(0);
     expect(s.cancelled).toMatch(/canceled/);

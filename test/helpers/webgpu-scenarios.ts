@@ -8,7 +8,9 @@ import { InferenceService, ResponseFormatType, Role } from "../../gen/tessera/in
 import { silentLogger } from "../../lib/logger.js";
 import type { ForwardRunner } from "../../services/inference/decoder/forward.js";
 import { loadModelPool, type ModelPool } from "../../services/inference/model-pool.js";
+import { LOGITS_AT } from "../../services/inference/onnx-head.js";
 import type { ExecutionProvider } from "../../services/inference/onnx-session.js";
+import { scoreSuffixes } from "../../services/inference/score.js";
 import { inferenceRoutes } from "../../services/inference/server.js";
 import { collectGeneration } from "./inference-service.js";
 import { TINY_MODEL_DIR } from "./inference-engine.js";
@@ -50,6 +52,26 @@ const SUFFIXES = [
   },
   { text: "\nQuestion: Rate it.\n<|im_end|>\n<|im_start|>assistant\n", labels: ["<|opt_0|>", "<|opt_1|>"] },
   { text: "\nQuestion: Pay now?<|im_end|>\n<|im_start|>assistant\n", labels: ["yes", "no way"] },
+];
+
+/**
+ * Questions whose rows are longer than a decision's forward may be (CHUNKED_ROW_TOKENS, the
+ * TESSERA_MAX_DECISION_ROW_TOKENS of the engine they run on): each question's head goes into a
+ * cache of its own, copied from the state's, in chunks, before its answer rows are read.
+ */
+const CHUNKED_ROW_TOKENS = 128;
+const MANY_OPTIONS = Array.from({ length: 40 }, (_, i) => `<|opt_${i}|> option ${i}${i % 3 === 0 ? ": a short description" : ""}\n`).join(
+  "",
+);
+const CHUNKED_SUFFIXES = [
+  {
+    text: `\nQuestion: Which option fits the state best?\nOptions:\n${MANY_OPTIONS}Answer with the label of one option.<|im_end|>\n<|im_start|>assistant\n`,
+    labels: ["<|opt_0|>", "<|opt_1|>", "<|opt_2|>"],
+  },
+  {
+    text: `\nQuestion: Pay now? ${"one of many reasons to wait, ".repeat(30)}<|im_end|>\n<|im_start|>assistant\n`,
+    labels: ["yes", "no way"],
+  },
 ];
 
 interface Served {
@@ -101,6 +123,15 @@ async function decisions(s: Served, suffixes: typeof SUFFIXES, prefix = PREFIX) 
   return res.results.map((r) => r.logits);
 }
 
+/** The chunked decisions, on an engine whose decision forwards hold at most CHUNKED_ROW_TOKENS. */
+async function chunkedDecisions(s: Served) {
+  const engine = { ...s.pool.engines[0]!, maxScoreRowTokens: CHUNKED_ROW_TOKENS };
+  const prefills = async () => (await metric(s, "tessera_forward_passes_total"))["tiny-model/prefill"] ?? 0;
+  const before = await prefills();
+  const res = await scoreSuffixes(engine, { prefix: PREFIX, suffixes: CHUNKED_SUFFIXES });
+  return { logits: res.results.map((r) => r.logits), prefills: (await prefills()) - before };
+}
+
 async function metric(s: Served, name: string): Promise<Record<string, number>> {
   const m = (await s.registry.getMetricsAsJSON()).find((x) => x.name === name);
   const out: Record<string, number> = {};
@@ -125,7 +156,11 @@ async function timed<T>(name: string, work: () => Promise<T>): Promise<T> {
 const cpu = await serve("cpu", 4);
 const gpu = await serve("webgpu", 4);
 const ops = gpu.pool.engines[0]!.model.deviceKV!;
-const out: Record<string, unknown> = { providers: gpu.pool.engines[0]!.model.executionProviders };
+const out: Record<string, unknown> = {
+  providers: gpu.pool.engines[0]!.model.executionProviders,
+  // The head narrowed to the answer slots (onnx-head-at.ts: a Gather before the head's Gemm) on WebGPU too.
+  headAt: gpu.pool.engines[0]!.model.session.inputNames.includes(LOGITS_AT),
+};
 out.baseline = { tensors: ops.heldTensors, bytes: ops.heldBytes };
 
 for (const [name, s] of [
@@ -137,7 +172,9 @@ for (const [name, s] of [
     batch: await timed(`${name} batch`, () => generations(s, GENERATIONS)),
     decisionOne: await timed(`${name} decision 1`, () => decisions(s, SUFFIXES.slice(0, 1))),
     decisionFour: await timed(`${name} decision 4`, () => decisions(s, SUFFIXES)),
+    decisionChunked: await timed(`${name} decision chunked`, () => chunkedDecisions(s)),
   };
+  if (name === "webgpu") out.afterChunked = { tensors: ops.heldTensors, bytes: ops.heldBytes };
 }
 out.afterParity = { tensors: ops.heldTensors, bytes: ops.heldBytes };
 out.transfer = await metric(gpu, "tessera_host_device_bytes_total");
