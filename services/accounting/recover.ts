@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import { RevisionConflictError } from "../../lib/store/index.js";
-import { utcDay } from "./ledger.js";
 import { ledgerKey, type AccountingBuckets, type QuotaCounters } from "./records.js";
+import { markerOfCheckpoint, settleOnce } from "./settle-once.js";
 
 export interface RecoveryReport {
   /** Holds of requests that were in flight when the process died, dropped. */
@@ -30,18 +30,12 @@ export interface RecoveryReport {
 export async function recoverAccounting(buckets: AccountingBuckets, log: Logger): Promise<RecoveryReport> {
   const report: RecoveryReport = { releasedHolds: 0, completedSettles: 0, correctedAccounts: 0, chargedCheckpoints: 0 };
 
-  // A checkpoint becomes the request's settle marker, unless it settled; the loop below then
-  // writes its ledger entry like that of any settle that died half-way.
+  // A checkpoint is settled like any request, with no charge: the counters are set to the
+  // ledger's sums below. A request that had settled is left as it was.
   for await (const marker of buckets.progress.keys()) {
     const entry = await buckets.progress.get(marker);
-    if (entry !== null) {
-      const { at, keyId, prompt, completion, decisionInput } = entry.value;
-      try {
-        await buckets.settled.create(marker, { at, day: utcDay(at), keyId, prompt, completion, decisionInput });
-        report.chargedCheckpoints++;
-      } catch (err) {
-        if (!(err instanceof RevisionConflictError)) throw err;
-      }
+    if (entry !== null && (await settleOnce(buckets, entry.value.keyId, marker, markerOfCheckpoint(entry.value), async () => {}))) {
+      report.chargedCheckpoints++;
     }
     await buckets.progress.delete(marker);
   }
@@ -51,6 +45,8 @@ export async function recoverAccounting(buckets: AccountingBuckets, log: Logger)
     const keyId = entry?.value.keyId;
     if (entry === null || keyId === undefined) continue;
     const { prompt, completion, decisionInput, day } = entry.value;
+    // A request that used nothing has no ledger entry (settle-once.ts).
+    if (prompt + completion + decisionInput === 0) continue;
     try {
       await buckets.ledger.create(ledgerKey(keyId, day, marker), { prompt, completion, decisionInput });
       report.completedSettles++;

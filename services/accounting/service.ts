@@ -24,7 +24,8 @@ import { Directory } from "./directory.js";
 import { invalidArgument, notFound, permissionDenied, quotaExceeded, rateLimited, unauthenticated } from "./errors.js";
 import { hashApiKey, isWellFormedApiKey, newApiKey, requestKey } from "./ids.js";
 import { guardStore, requireId, requireKind, requireName, requireRequestId, toCount } from "./request-checks.js";
-import { isUtcDay, readUsage, recordUsage, utcDay } from "./ledger.js";
+import { isUtcDay, readUsage, utcDay } from "./ledger.js";
+import { settleOnce } from "./settle-once.js";
 import { chargeQuota, reserveQuota } from "./quota.js";
 import { RATE_BUCKET, type RateDecision, type RateLimiter, sharedRateLimiter } from "./rate-limit.js";
 import {
@@ -39,7 +40,6 @@ import {
   type KeyRecord,
   type ProgressEntry,
   type QuotaKind,
-  type SettledMarker,
 } from "./records.js";
 
 export interface AccountingDeps {
@@ -239,46 +239,28 @@ export function createAccountingService(deps: AccountingDeps): AccountingService
       const marker = requestKey(key.id, req.requestId);
       const usage = { prompt, completion, decisionInput };
 
-      // The marker is created once and decides who charges the quota (at most once). The
-      // ledger entry is keyed by the request, so a settle that died half-way is completed by
-      // the next attempt (a redelivered usage event) without counting anything twice.
-      let first = true;
-      let settled: SettledMarker = { at: now, day: utcDay(now), keyId: key.id, ...usage };
-      try {
-        await buckets.settled.create(marker, settled);
-      } catch (err) {
-        if (!(err instanceof RevisionConflictError)) throw err;
-        first = false;
-        settled = (await buckets.settled.get(marker))?.value ?? settled;
-      }
       // A request that used nothing (refused after admission: 529, a 400 found late) releases
       // its hold and leaves no ledger entry: the ledger counts requests that did work.
-      const used = settled.prompt + settled.completion + settled.decisionInput > 0;
-      try {
-        if (used) await guardStore(recordUsage(buckets.ledger, key.id, settled.day, marker, settled));
-      } catch (err) {
-        // Nothing is charged yet: drop the marker so that a retry does the whole settle.
-        if (first) await buckets.settled.delete(marker).catch(() => undefined);
-        throw err;
-      }
-      if (!first) return create(SettleResponseSchema, { alreadySettled: true });
-      // Its checkpoint, if it had one, is superseded (recovery skips settled requests anyway).
-      void buckets.progress.delete(marker).catch(() => undefined);
-      try {
-        await guardStore(
-          chargeQuota(buckets.quotas, key.accountId, {
-            requestKey: marker,
-            text: kind === "text" ? prompt + completion : 0,
-            decision: kind === "decision" ? decisionInput : 0,
-            now,
-          }),
-        );
-      } catch (err) {
-        // The ledger has the request; the reservation expires on its own.
-        log.error({ err, keyId: key.id, requestId: req.requestId }, "settle: usage not charged to the quota");
-        throw err;
-      }
-      return create(SettleResponseSchema, { alreadySettled: false });
+      const first = await settleOnce(buckets, key.id, marker, { at: now, day: utcDay(now), keyId: key.id, ...usage }, async () => {
+        // Its checkpoint, if it had one, is superseded (recovery skips settled requests anyway);
+        // a request that never checkpointed has no entry to delete (a delete is a store write).
+        if (req.checkpointed) void buckets.progress.delete(marker).catch(() => undefined);
+        try {
+          await guardStore(
+            chargeQuota(buckets.quotas, key.accountId, {
+              requestKey: marker,
+              text: kind === "text" ? prompt + completion : 0,
+              decision: kind === "decision" ? decisionInput : 0,
+              now,
+            }),
+          );
+        } catch (err) {
+          // The ledger has the request; the reservation expires on its own.
+          log.error({ err, keyId: key.id, requestId: req.requestId }, "settle: usage not charged to the quota");
+          throw err;
+        }
+      });
+      return create(SettleResponseSchema, { alreadySettled: !first });
     },
 
     async createKey(req) {

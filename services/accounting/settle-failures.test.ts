@@ -2,41 +2,8 @@
 import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { AccountingService, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { createMemoryStore, type KvBucket, type Store } from "../../lib/store/index.js";
 import { accountingRoutes } from "./server.js";
-import { failure, silentLogger } from "../../test/helpers/accounting-harness.js";
-
-/** A memory store whose writes to the named buckets fail while `failing` holds their names. */
-function flakyStore(failing: Set<string>): Store {
-  const inner = createMemoryStore();
-  const guard = (name: string) => {
-    if (failing.has(name)) throw new Error(`disk full (${name})`);
-  };
-  return {
-    bucket<T>(name: string, options?: { ttlMs?: number }): KvBucket<T> {
-      const b = inner.bucket<T>(name, options);
-      return {
-        name,
-        get: (key) => b.get(key),
-        create: async (key, value) => {
-          guard(name);
-          return b.create(key, value);
-        },
-        update: async (key, value, revision) => {
-          guard(name);
-          return b.update(key, value, revision);
-        },
-        put: async (key, value) => {
-          guard(name);
-          return b.put(key, value);
-        },
-        delete: (key, revision) => b.delete(key, revision),
-        keys: (prefix) => b.keys(prefix),
-      };
-    },
-    close: () => inner.close(),
-  };
-}
+import { failure, flakyStore, silentLogger } from "../../test/helpers/accounting-harness.js";
 
 async function setup() {
   const failing = new Set<string>();

@@ -1,9 +1,9 @@
-import { casUpdate, RevisionConflictError, type KvBucket } from "../../lib/store/index.js";
+import { casUpdate, type KvBucket } from "../../lib/store/index.js";
 import type { GatewayBeat } from "../../lib/heartbeats/gateway-instances.js";
 import type { Logger } from "../../lib/logger.js";
-import { recordUsage, utcDay } from "./ledger.js";
 import { chargeQuota } from "./quota.js";
-import type { AccountingBuckets, SettledMarker } from "./records.js";
+import type { AccountingBuckets } from "./records.js";
+import { markerOfCheckpoint, settleOnce } from "./settle-once.js";
 
 export interface SweepReport {
   /** Requests of dead gateways that had checkpointed, charged their last checkpoint. */
@@ -22,7 +22,7 @@ export interface SweepReport {
  * - A dead gateway's checkpointed request is settled with its last checkpoint, exactly once:
  *   creating its settle marker is the compare-and-set that decides which replica (or the
  *   request's own late usage event) settles it; the winner writes the ledger entry and
- *   charges the quota, dropping the hold.
+ *   charges the quota, dropping the hold (settle-once.ts, the sequence Settle runs too).
  * - A dead gateway's remaining holds are released.
  */
 export function createGatewaySweep(buckets: AccountingBuckets, gateways: KvBucket<GatewayBeat>, log: Logger, clock = Date.now) {
@@ -48,28 +48,14 @@ export function createGatewaySweep(buckets: AccountingBuckets, gateways: KvBucke
     for await (const marker of buckets.progress.keys()) {
       const entry = await buckets.progress.get(marker);
       if (entry === null || !(await isDead(entry.value.gateway))) continue;
-      const { at, keyId, prompt, completion, decisionInput } = entry.value;
-      const settled: SettledMarker = { at, day: utcDay(at), keyId, prompt, completion, decisionInput };
-      let first = true;
-      try {
-        await buckets.settled.create(marker, settled);
-      } catch (err) {
-        if (!(err instanceof RevisionConflictError)) throw err;
-        first = false;
-      }
-      if (first) {
-        await recordUsage(buckets.ledger, keyId, settled.day, marker, settled);
+      const { keyId } = entry.value;
+      const charged = await settleOnce(buckets, keyId, marker, markerOfCheckpoint(entry.value), async (settled) => {
         const accountId = (await buckets.keys.get(keyId))?.value.accountId;
-        if (accountId !== undefined) {
-          await chargeQuota(buckets.quotas, accountId, {
-            requestKey: marker,
-            text: prompt + completion,
-            decision: decisionInput,
-            now: clock(),
-          });
-        }
-        report.chargedCheckpoints++;
-      }
+        if (accountId === undefined) return;
+        const usage = { text: settled.prompt + settled.completion, decision: settled.decisionInput };
+        await chargeQuota(buckets.quotas, accountId, { requestKey: marker, ...usage, now: clock() });
+      });
+      if (charged) report.chargedCheckpoints++;
       await buckets.progress.delete(marker);
     }
 

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { AccountingService } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import { silentLogger as newSilentLogger } from "../../lib/logger.js";
-import { createMemoryBucket, createMemoryStore, openLmdbStore, type Store } from "../../lib/store/index.js";
+import { createMemoryBucket, createMemoryStore, type KvBucket, openLmdbStore, type Store } from "../../lib/store/index.js";
 import { localRateLimiter, RATE_BUCKET, type RateLimiter, sharedRateLimiter } from "../../services/accounting/rate-limit.js";
 import type { RateWindow } from "../../services/accounting/records.js";
 import { accountingRoutes } from "../../services/accounting/server.js";
@@ -85,4 +85,42 @@ export async function failure(call: Promise<unknown>): Promise<ConnectError> {
     return ConnectError.from(err);
   }
   throw new Error("expected the call to fail");
+}
+
+/**
+ * A memory store whose writes to the named buckets fail while `failing` holds their names;
+ * every delete is recorded in `deleted` as `bucket/key`.
+ */
+export function flakyStore(failing: Set<string>, deleted: string[] = []): Store {
+  const inner = createMemoryStore();
+  const guard = (name: string) => {
+    if (failing.has(name)) throw new Error(`disk full (${name})`);
+  };
+  return {
+    bucket<T>(name: string, options?: { ttlMs?: number }): KvBucket<T> {
+      const b = inner.bucket<T>(name, options);
+      return {
+        name,
+        get: (key) => b.get(key),
+        create: async (key, value) => {
+          guard(name);
+          return b.create(key, value);
+        },
+        update: async (key, value, revision) => {
+          guard(name);
+          return b.update(key, value, revision);
+        },
+        put: async (key, value) => {
+          guard(name);
+          return b.put(key, value);
+        },
+        delete: (key, revision) => {
+          deleted.push(`${name}/${key}`);
+          return b.delete(key, revision);
+        },
+        keys: (prefix) => b.keys(prefix),
+      };
+    },
+    close: () => inner.close(),
+  };
 }
