@@ -54,21 +54,51 @@ export function deliveredByGenerate(event: GenerateResponse, sofar: SettleUsage 
   return sofar;
 }
 
-/** The events unchanged; what they delivered is checkpointed as each is passed on (a route's stream). */
+/**
+ * What a stream has delivered, as its events pass (`deliveredOf` adds one event to the usage so
+ * far), checkpointed as it grows: the one count of a stream cut short, for the gate's Connect
+ * streams and the routes' SSE alike. `usage` is what the stream is charged if it ends without
+ * its final usage; `stop` when it ends.
+ */
+export function createDeliveredUsage<M>(
+  deliveredOf: (event: M, sofar: SettleUsage | undefined) => SettleUsage | undefined,
+  send: (usage: SettleUsage) => void,
+) {
+  const checkpoints = createCheckpoints(send);
+  let usage: SettleUsage | undefined;
+  return {
+    get usage(): SettleUsage | undefined {
+      return usage;
+    },
+    passed(event: M): void {
+      const next = deliveredOf(event, usage);
+      if (next !== usage && next !== undefined) checkpoints.update(next);
+      usage = next;
+    },
+    stop: () => checkpoints.stop(),
+  };
+}
+
+export type DeliveredUsage = ReturnType<typeof createDeliveredUsage>;
+
+/**
+ * The events unchanged; what they delivered is counted and checkpointed as each is passed on (a
+ * route's stream): `delivered.usage` is then the engine's own count (the last delta's
+ * `completion_tokens`), what a stream that ended early is charged.
+ */
 export async function* checkpointed(
   events: AsyncIterable<GenerateResponse>,
   ctx: Pick<RequestContext, "checkpoint">,
+  delivered: { usage: SettleUsage | undefined } = { usage: undefined },
 ): AsyncIterable<GenerateResponse> {
-  const checkpoints = createCheckpoints((usage) => ctx.checkpoint(UsageKind.TEXT, usage));
-  let delivered: SettleUsage | undefined;
+  const tracker = createDeliveredUsage(deliveredByGenerate, (usage) => ctx.checkpoint(UsageKind.TEXT, usage));
   try {
     for await (const event of events) {
+      tracker.passed(event);
+      delivered.usage = tracker.usage;
       yield event;
-      const next = deliveredByGenerate(event, delivered);
-      if (next !== delivered && next !== undefined) checkpoints.update(next);
-      delivered = next;
     }
   } finally {
-    checkpoints.stop();
+    tracker.stop();
   }
 }

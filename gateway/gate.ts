@@ -5,7 +5,7 @@ import type { Logger } from "../lib/logger.js";
 import type { RequestPathAccounting } from "../lib/usage/gate.js";
 import { type AuthThrottle, createAuthThrottle } from "./auth-throttle.js";
 import { bearerKey, MissingApiKey } from "./bearer.js";
-import { createCheckpoints } from "./checkpoints.js";
+import { createDeliveredUsage } from "./checkpoints.js";
 import { createPrincipalCache } from "./principal-cache.js";
 
 /** The accounting calls of the request path (never the admin ones). */
@@ -106,6 +106,8 @@ const refusesKey = (err: unknown) =>
 /** The one request gate of the public port (gateway/routes and the mounted Connect services). */
 export function createGate({ accounting, logger, authThrottle = createAuthThrottle() }: GateDeps): Gate {
   const principals = createPrincipalCache();
+  /** Calls that sent a checkpoint: only their settle deletes a progress entry. */
+  const checkpointed = new WeakSet<GatedCall>();
 
   /** Looks the key up (unless its address is throttled: 429); an unknown key counts against its address. */
   async function authenticate(call: GatedCall, apiKey: string): Promise<Principal | undefined> {
@@ -139,11 +141,18 @@ export function createGate({ accounting, logger, authThrottle = createAuthThrott
     if (call.principal === undefined) throw new Error("settle before authentication");
     call.pendingSettle = undefined;
     // Never tied to the client's signal: what was used is charged even if the client left.
-    await accounting.settle({ keyId: call.principal.keyId, requestId: call.requestId, kind, usage: usageOf(usage) });
+    await accounting.settle({
+      keyId: call.principal.keyId,
+      requestId: call.requestId,
+      kind,
+      usage: usageOf(usage),
+      checkpointed: checkpointed.has(call),
+    });
   }
 
   function checkpoint(call: GatedCall, kind: UsageKind, usage: SettleUsage): void {
     if (call.principal === undefined || call.pendingSettle === undefined) return;
+    checkpointed.add(call);
     accounting
       .admit({ keyId: call.principal.keyId, requestId: call.requestId, kind, delivered: usageOf(usage) })
       .catch((err: unknown) => logger.debug({ reqId: call.requestId, err }, "checkpoint not recorded"));
@@ -155,11 +164,15 @@ export function createGate({ accounting, logger, authThrottle = createAuthThrott
       ? undefined
       : settle(call, call.pendingSettle, usage).catch((err: unknown) => logger.error({ reqId: call.requestId, err }, "settling failed"));
 
-  async function admitBefore(call: GatedCall, apiKey: string, kind: UsageKind, hold: number): Promise<void> {
-    // Admit follows at once and checks the key and its account again: the cache is safe here.
+  /**
+   * Authenticates from the principal cache when it can, then runs `admission` (an Admit, which
+   * checks the key and its account again: a revoked key or a disabled account is refused there,
+   * and its cached principal dropped), so a known key costs one accounting call, not two.
+   */
+  async function admitBefore(call: GatedCall, apiKey: string, admission: () => Promise<unknown>): Promise<void> {
     call.principal = principals.get(apiKey) ?? (await authenticate(call, apiKey));
     try {
-      await admit(call, kind, hold);
+      await admission();
     } catch (err) {
       if (refusesKey(err)) principals.delete(apiKey);
       throw err;
@@ -178,25 +191,23 @@ export function createGate({ accounting, logger, authThrottle = createAuthThrott
   async function* settledStream<M>(call: GatedCall, charge: Charge<M>, events: AsyncIterable<M>): AsyncIterable<M> {
     // What the events passed on so far amount to: charged if the stream ends without its usage,
     // and recorded as it grows, for the case where the process dies first.
-    let delivered: SettleUsage | undefined;
     const kind = call.pendingSettle;
-    const checkpoints = createCheckpoints((usage) => kind !== undefined && checkpoint(call, kind, usage));
+    const delivered = createDeliveredUsage(
+      charge.delivered ?? (() => undefined),
+      (usage) => kind !== undefined && checkpoint(call, kind, usage),
+    );
     try {
       for await (const event of events) {
         if (call.pendingSettle !== undefined) {
           const usage = charge.usage?.(event);
           if (usage !== undefined) await settleQuietly(call, usage);
-          else if (charge.delivered !== undefined) {
-            const before = delivered;
-            delivered = charge.delivered(event, delivered);
-            if (delivered !== before && delivered !== undefined) checkpoints.update(delivered);
-          }
+          else delivered.passed(event);
         }
         yield event;
       }
     } finally {
-      checkpoints.stop();
-      await settleQuietly(call, delivered ?? {});
+      delivered.stop();
+      await settleQuietly(call, delivered.usage ?? {});
     }
   }
 
@@ -204,10 +215,11 @@ export function createGate({ accounting, logger, authThrottle = createAuthThrott
     return async (call) => {
       const apiKey = bearerKey(call.authorization);
       if (apiKey === undefined) throw new MissingApiKey();
-      if (charge.hold === "handler") {
-        call.principal = await authenticate(call, apiKey);
-        if (charge.kind !== UsageKind.UNSPECIFIED) await quotaLeft(call, charge.kind);
-      } else await admitBefore(call, apiKey, charge.kind, charge.hold);
+      const { kind, hold } = charge;
+      if (hold !== "handler") await admitBefore(call, apiKey, () => admit(call, kind, hold));
+      else if (kind !== UsageKind.UNSPECIFIED) await admitBefore(call, apiKey, () => quotaLeft(call, kind));
+      // No Admit follows at once (the handler admits later, if at all): the key is looked up.
+      else call.principal = await authenticate(call, apiKey);
       let result: R;
       try {
         result = await next(call);

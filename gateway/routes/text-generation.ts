@@ -91,19 +91,11 @@ export function inClientTerms(err: unknown, servingId: string, model: string): u
   return renamed;
 }
 
-/**
- * The generation events with `started.model` set to the id the client asked for, errors in its
- * terms; `delivered.text` collects the text of the deltas passed on (what a stream the client
- * leaves is charged).
- */
-async function* shownAs(events: AsyncIterable<GenerateResponse>, servingId: string, model: string, delivered: { text: string }) {
+/** The generation events with `started.model` set to the id the client asked for, errors in its terms. */
+async function* shownAs(events: AsyncIterable<GenerateResponse>, servingId: string, model: string) {
   try {
     for await (const event of events) {
       if (event.event.case === "started") event.event.value.model = model;
-      if (event.event.case === "delta") {
-        const { content, reasoning, toolCalls } = event.event.value;
-        delivered.text += reasoning + content + toolCalls.map((c) => c.name + c.arguments).join("");
-      }
       yield event;
     }
   } catch (err) {
@@ -149,7 +141,7 @@ export function admitChatGeneration(
   return admitGeneration(ctx, generation, prompt, request.options?.maxTokens || DEFAULT_MAX_TOKENS);
 }
 
-/** Tokens of a text (0 for none, or when counting fails): what a stream that ended early delivered. */
+/** Tokens of a text (0 for none, or when counting fails). */
 async function tokensOfText(
   inference: Pick<Client<typeof InferenceService>, "countTokens">,
   servingId: string,
@@ -196,7 +188,8 @@ export interface GenerationAnswer<Body> {
 /**
  * Runs an admitted generation as JSON or SSE and settles its exact usage. A stream that ended
  * early is charged its prompt (`promptTokens`, as counted at admission, when the stream never
- * said) and the tokens of the text that reached the client.
+ * said) and the completion tokens the engine reported with the last delta passed on (its
+ * `completion_tokens`, as a Connect stream and a checkpoint are charged; nothing re-tokenized).
  */
 export async function answerGeneration<Body>(
   ctx: RequestContext,
@@ -205,8 +198,7 @@ export async function answerGeneration<Body>(
   answer: GenerationAnswer<Body>,
 ): Promise<JsonReply | undefined> {
   const { request, inference, servingId, shownModel } = generation;
-  const delivered = { text: "" };
-  const events = (signal: AbortSignal) => shownAs(inference.generate(request, { signal }), servingId, shownModel, delivered);
+  const events = (signal: AbortSignal) => shownAs(inference.generate(request, { signal }), servingId, shownModel);
   if (!how.stream) {
     const body = await answer.collect(events(ctx.signal));
     await ctx.settle(UsageKind.TEXT, answer.usageOf(body));
@@ -214,9 +206,10 @@ export async function answerGeneration<Body>(
   }
 
   const sse = createSseWriter(ctx.res, how.streamStallTimeoutMs === undefined ? {} : { stallTimeoutMs: how.streamStallTimeoutMs });
-  // Checkpointed as it goes, so that a kill -9 still charges what was delivered (checkpoints.ts).
-  const outcome = await answer.stream(sse, checkpointed(events(AbortSignal.any([ctx.signal, sse.signal])), ctx));
-  const completionTokens = outcome.completionTokens ?? (await generation.tokensOf(delivered.text));
+  // Counted and checkpointed as it goes, so that a kill -9 still charges what was delivered (checkpoints.ts).
+  const delivered: { usage: SettleUsage | undefined } = { usage: undefined };
+  const outcome = await answer.stream(sse, checkpointed(events(AbortSignal.any([ctx.signal, sse.signal])), ctx, delivered));
+  const completionTokens = outcome.completionTokens ?? delivered.usage?.completionTokens ?? 0;
   await ctx.settle(UsageKind.TEXT, { promptTokens: outcome.promptTokens || how.promptTokens, completionTokens });
   if (outcome.outcome === "failed") ctx.log["streamError"] = toHttpError(outcome.error).message;
   return undefined;
