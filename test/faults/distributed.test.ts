@@ -11,10 +11,9 @@ import { AccountingService } from "../../gen/tessera/accounting/v1/accounting_pb
 import { DecisionService, QuestionType } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { USAGE_CONSUMER, USAGE_STREAM } from "../../lib/nats/usage-stream.js";
 import { bearerInterceptor, connectTransport } from "../../lib/remote/clients.js";
-import { REPO_ROOT, TEST_SERVING_ID } from "../helpers/tessera.js";
+import { REPO_ROOT } from "../helpers/tessera.js";
 import { startCluster, type Cluster, type TesseraProcess } from "./cluster.js";
 import { roomInThisMinute } from "../helpers/clock-minute.js";
 
@@ -230,7 +229,6 @@ describe("distributed mode under faults", () => {
     expect(Date.now() - started).toBeLessThan(15_000);
 
     // At once (the killed worker's heartbeat has not expired yet): the other worker answers.
-    const survivor = cluster.inference.find((w) => w !== killed)!;
     const next = await Promise.all(
       [0, 1, 2, 3].map((i) =>
         post(cluster.gateways[i % 2]!, "/v1/chat/completions", probe.apiKey, {
@@ -249,9 +247,9 @@ describe("distributed mode under faults", () => {
     });
     expect(await streamed.text()).toMatch(/data: \[DONE\]\n\n$/);
 
-    // Charged once: the prompt and the tokens of the text that reached the client.
-    const inference = createClient(InferenceService, connectTransport(survivor.url));
-    const deliveredTokens = (await inference.countTokens({ model: TEST_SERVING_ID, text: delivered })).tokens;
+    // Charged once: the prompt and the completion tokens the engine reported with the last delta
+    // that reached the client (its `completion_tokens`, which an SSE client does not see: some,
+    // and less than max_tokens; gateway/routes/text-generation.test.ts checks the equality).
     const charged = await until(
       "the stream's usage in the ledger",
       async () => {
@@ -260,7 +258,9 @@ describe("distributed mode under faults", () => {
       },
       20_000,
     );
-    expect(charged).toEqual({ requests: 1, prompt: counted.usage.prompt_tokens, completion: deliveredTokens, decisionInput: 0 });
+    expect(charged).toMatchObject({ requests: 1, prompt: counted.usage.prompt_tokens, decisionInput: 0 });
+    expect(charged.completion).toBeGreaterThan(0);
+    expect(charged.completion).toBeLessThan(2000);
     await sleep(1_000);
     expect(await ledger(keyId)).toEqual(charged);
     console.info(

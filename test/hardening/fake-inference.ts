@@ -65,7 +65,7 @@ export function createFakeInferenceWorker(options: FakeInferenceOptions = {}): F
           // Let cancellation and other requests in between events.
           if (sent % 16 === 15) await new Promise((resolve) => setImmediate(resolve));
           counts.contentChars += content.length;
-          yield { event: { case: "delta", value: { content, blockIndex: sent } } };
+          yield { event: { case: "delta", value: { content, blockIndex: sent, completionTokens: sent + 1 } } };
         }
         yield {
           event: {
