@@ -1,7 +1,9 @@
 /**
  * Generate and CountTokens for a canvas model (contract v3, DiffusionGemma): the chat prompt
  * as for every model (chat-prompt.ts, with the capabilities the v3 config gives: no tools,
- * thinking or images), decoded by the canvas decoder, its canvases streamed as deltas. What a
+ * thinking or images), admitted through the model's generation slots and wait queue
+ * (slots.ts, as for a mask model), decoded by the canvas decoder, its canvases streamed as
+ * deltas. What a
  * canvas cannot do yet is refused with InvalidArgument (an OpenAI 400) saying why: JSON modes
  * and forced tool calls (the grammar's frontier rule needs masked positions), logprobs,
  * `stop`, raw prompts and the live denoising view.
@@ -23,8 +25,9 @@ import { buildChatPrompt } from "./chat-prompt.js";
 import { CanvasDecoder, seededDraws } from "./decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "./decoder/canvas/canvas-model.js";
 import { effectiveMaxTokens } from "./engine.js";
-import { InvalidRequest, PromptTooLong } from "./engine-errors.js";
+import { InvalidRequest, PromptTooLong, ShuttingDown } from "./engine-errors.js";
 import type { EngineMetrics } from "./metrics.js";
+import { SlotPool } from "./slots.js";
 
 const NO_CAPABILITIES = { images: false, tools: false, thinking: false };
 
@@ -33,6 +36,10 @@ export interface CanvasEngine {
   servingIds: string[];
   model: CanvasModel;
   decoder: CanvasDecoder;
+  /** Generation slots and wait queue, as a mask model's (slots.ts): full means Overloaded (529). */
+  slots: SlotPool;
+  /** Set by close(): new requests are refused, waiting ones ended. */
+  readonly closed: boolean;
   /**
    * The engine metrics, where the canvas maps onto them: `committedPerForward` (policy "canvas")
    * is the tokens accepted per denoising step, `forwardsPerBlock` the steps per canvas.
@@ -59,11 +66,28 @@ export async function loadCanvasEngine(
   dir: string,
   name: string,
   servingIds: string[],
-  options: { intraOpThreads?: number | undefined; metrics?: EngineMetrics | undefined } = {},
+  options: { slots: number; queue: number; intraOpThreads?: number | undefined; metrics?: EngineMetrics | undefined },
 ): Promise<CanvasEngine> {
+  const slots = new SlotPool(name, options.slots, options.queue, (busy) => options.metrics?.slotsBusy.set({ model: name }, busy));
   const model = await loadCanvasModel(dir, options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {});
   const decoder = new CanvasDecoder(model);
-  return { name, servingIds, model, decoder, metrics: options.metrics, close: () => model.close() };
+  let closed = false;
+  return {
+    name,
+    servingIds,
+    model,
+    decoder,
+    slots,
+    get closed() {
+      return closed;
+    },
+    metrics: options.metrics,
+    close: async () => {
+      closed = true;
+      slots.rejectWaiting(new ShuttingDown(`model "${name}" is shutting down`));
+      await model.close();
+    },
+  };
 }
 
 const invalid = (message: string) => new InvalidRequest(message);
@@ -112,11 +136,42 @@ export async function* canvasGenerate(
 ): AsyncGenerator<GenerateResponse> {
   refuseUnsupported(req);
   const ids = await promptIds(engine, req);
-  const { config, tokenizer } = engine.model;
+  const { config } = engine.model;
   const context = config.maxPositions - config.canvasLength;
   if (ids.length >= context)
     throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
   const maxTokens = effectiveMaxTokens(req.options?.maxTokens ?? 0, ids.length, context);
+  if (engine.closed) throw new ShuttingDown(`model "${engine.name}" is shutting down`);
+  await engine.slots.acquire(ctx.signal);
+  const admitted = performance.now();
+  // The row stops when the caller aborts, leaves the stream early or the engine closes; the
+  // slot is given back only once the decoder has let the row go (after the forward it is in).
+  const stop = new AbortController();
+  const onAbort = () => stop.abort(ctx.signal.reason);
+  ctx.signal.addEventListener("abort", onAbort, { once: true });
+  let result: Promise<unknown> = Promise.resolve();
+  try {
+    yield* decodeAndStream(engine, req, ids, maxTokens, stop.signal, workerId, (r) => {
+      result = r;
+    });
+  } finally {
+    ctx.signal.removeEventListener("abort", onAbort);
+    stop.abort();
+    await result.catch(() => {});
+    engine.slots.release((performance.now() - admitted) / 1000);
+  }
+}
+
+async function* decodeAndStream(
+  engine: CanvasEngine,
+  req: GenerateRequest,
+  ids: number[],
+  maxTokens: number,
+  signal: AbortSignal,
+  workerId: string,
+  onStarted: (result: Promise<unknown>) => void,
+): AsyncGenerator<GenerateResponse> {
+  const { tokenizer } = engine.model;
   // Deltas as each canvas finishes, through a small queue the decoder's callback fills.
   const pending: number[][] = [];
   let wake: (() => void) | undefined;
@@ -128,7 +183,7 @@ export async function* canvasGenerate(
     promptIds: ids,
     maxTokens,
     draws: seededDraws((Math.random() * 2 ** 32) >>> 0),
-    signal: ctx.signal,
+    signal,
     onStep: (e) => {
       canvasSteps++;
       engine.metrics?.committedPerForward.observe(labels, e.accepted);
@@ -140,6 +195,7 @@ export async function* canvasGenerate(
       wake?.();
     },
   });
+  onStarted(result);
   const settle = () => {
     done = true;
     wake?.();

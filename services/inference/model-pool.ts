@@ -82,7 +82,12 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
       names.add(name);
       const started = performance.now();
       if (isCanvasModelDir(dir)) {
-        const canvas = await loadCanvasEngine(dir, name, servingIds, { intraOpThreads: options.intraOpThreads, metrics });
+        const canvas = await loadCanvasEngine(dir, name, servingIds, {
+          slots: options.slots,
+          queue: options.queue,
+          intraOpThreads: options.intraOpThreads,
+          metrics,
+        });
         for (const id of servingIds) {
           if (byId.has(id) || canvases.has(id)) throw new Error(`serving id "${id}" is configured twice`);
           canvases.set(id, canvas);
@@ -139,10 +144,11 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
     throw err;
   }
 
+  const canvasSlots = [...new Set(canvases.values())].map((c) => c.slots);
   return {
     servingIds: [...byId.keys(), ...canvases.keys()],
-    slotsTotal: engines.reduce((sum, e) => sum + e.scheduler.slots.total, 0),
-    slotsFree: () => engines.reduce((sum, e) => sum + e.scheduler.slots.free, 0),
+    slotsTotal: [...engines.map((e) => e.scheduler.slots), ...canvasSlots].reduce((sum, s) => sum + s.total, 0),
+    slotsFree: () => [...engines.map((e) => e.scheduler.slots), ...canvasSlots].reduce((sum, s) => sum + s.free, 0),
     engine: (id) => byId.get(id),
     engines,
     canvas: (id) => canvases.get(id),

@@ -340,8 +340,9 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
       const canvas = pool.canvas?.(req.model);
       if (canvas !== undefined) {
         const { config } = canvas.model;
-        const common = { model: req.model, maxPositions: config.maxPositions, blockSize: config.canvasLength, slotsTotal: 0, slotsFree: 0 };
-        return { ...common, supportsImages: false, supportsTools: false, supportsThinking: false };
+        const common = { model: req.model, maxPositions: config.maxPositions, blockSize: config.canvasLength };
+        const slots = { slotsTotal: canvas.slots.total, slotsFree: canvas.slots.free };
+        return { ...common, ...slots, supportsImages: false, supportsTools: false, supportsThinking: false };
       }
       const engine = engineFor(req.model);
       const { config, decision } = engine.model;
