@@ -21,7 +21,11 @@ export function runConvertPython(args: string[], timeoutMs = 300_000): Promise<{
   return new Promise((resolve, reject) => {
     const child = spawn(CONVERT_PYTHON, args, {
       cwd: REPO_ROOT,
-      env: { ...process.env, PYTHONPATH: join(REPO_ROOT, "convert"), OMP_NUM_THREADS: "1" },
+      env: {
+        ...process.env,
+        PYTHONPATH: [join(REPO_ROOT, "convert"), process.env.PYTHONPATH].filter((p) => p !== undefined && p !== "").join(":"),
+        OMP_NUM_THREADS: "1",
+      },
       timeout: timeoutMs,
     });
     let stdout = "";
