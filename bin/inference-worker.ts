@@ -38,6 +38,7 @@ export async function startInferenceWorker(
     models,
     slots: config.slots,
     queue: config.queue,
+    imageLimits: { maxImages: config.maxImages, maxPixels: config.maxImagePixels, maxBytes: config.maxImageBytes },
     maxScoreWorkTokens: config.maxDecisionWorkTokens,
     maxScoreRowTokens: config.maxDecisionRowTokens,
     intraOpThreads: config.intraOpThreads,

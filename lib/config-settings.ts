@@ -84,6 +84,27 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: integer(0, 100_000),
   },
   {
+    env: "TESSERA_MAX_IMAGES",
+    key: "maxImages",
+    fallback: "8",
+    help: "Most image_url parts in one request to a model with vision; more is refused with 400.",
+    parse: integer(0, 1024),
+  },
+  {
+    env: "TESSERA_MAX_IMAGE_PIXELS",
+    key: "maxImagePixels",
+    fallback: "33554432",
+    help: "Most pixels (width x height) of one image, checked before it is decoded; larger is refused with 400.",
+    parse: integer(1, 1_000_000_000),
+  },
+  {
+    env: "TESSERA_MAX_IMAGE_BYTES",
+    key: "maxImageBytes",
+    fallback: "10485760",
+    help: "Most bytes of one image (decoded from its base64 data: URL); larger is refused with 400.",
+    parse: integer(1, 1_000_000_000),
+  },
+  {
     env: "TESSERA_MAX_DECISION_WORK_TOKENS",
     key: "maxDecisionWorkTokens",
     fallback: "8192",

@@ -19,6 +19,10 @@ export interface Config {
   defaultRequestsPerMinute: number;
   slots: number;
   queue: number;
+  /** Most image_url parts per request, pixels and bytes per image (models with vision). */
+  maxImages: number;
+  maxImagePixels: number;
+  maxImageBytes: number;
   /** Most tokens of model work one decision (Score request) may need. */
   maxDecisionWorkTokens: number;
   /** Most tokens of one forward of a decision: a longer question row is refused (400). */

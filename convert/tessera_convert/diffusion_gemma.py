@@ -154,6 +154,14 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
         if has_vision:
             config["vision_file"] = "vision.onnx"
             config["vision"] = vision_config_json(model)
+            # The image processor's token budget per image, where the checkpoint ships its processor config.
+            for name in ("processor_config.json", "preprocessor_config.json"):
+                proc = read_json(os.path.join(ckpt, name), required=False) or {}
+                budget = proc.get("image_processor", proc).get("max_soft_tokens")
+                if isinstance(budget, int):
+                    config["vision"]["max_soft_tokens"] = budget
+                    break
+            config["capabilities"]["images"] = True
         write_json(os.path.join(staging, "config.json"), config)
         write_json(os.path.join(staging, "tokenizer.json"), tok_json)
         tc_out = dict(tc)

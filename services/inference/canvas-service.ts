@@ -1,12 +1,11 @@
 /**
  * Generate and CountTokens for a canvas model (contract v3, DiffusionGemma): the chat prompt
- * as for every model (chat-prompt.ts, with the capabilities the v3 config gives: no tools,
- * thinking or images), admitted through the model's generation slots and wait queue
+ * as for every model (chat-prompt.ts; no tools or thinking; images where the model has
+ * vision.onnx, canvas-images.ts), admitted through the model's generation slots and wait queue
  * (slots.ts, as for a mask model), decoded by the canvas decoder, its canvases streamed as
- * deltas. What a
- * canvas cannot do yet is refused with InvalidArgument (an OpenAI 400) saying why: JSON modes
- * and forced tool calls (the grammar's frontier rule needs masked positions), logprobs,
- * `stop`, raw prompts and the live denoising view.
+ * deltas. What a canvas cannot do yet is refused with InvalidArgument (an OpenAI 400) saying
+ * why: JSON modes and forced tool calls (the grammar's frontier rule needs masked positions),
+ * logprobs, `stop`, raw prompts and the live denoising view.
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -21,21 +20,22 @@ import {
   GenerateResponseSchema,
   ResponseFormatType,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
+import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImagePrompt } from "./canvas-images.js";
 import { buildChatPrompt } from "./chat-prompt.js";
-import { CanvasDecoder, seededDraws } from "./decoder/canvas/canvas-decoder.js";
+import { CanvasDecoder, type PromptImages, seededDraws } from "./decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "./decoder/canvas/canvas-model.js";
 import { effectiveMaxTokens } from "./engine.js";
 import { InvalidRequest, PromptTooLong, ShuttingDown } from "./engine-errors.js";
 import type { EngineMetrics } from "./metrics.js";
 import { SlotPool } from "./slots.js";
 
-const NO_CAPABILITIES = { images: false, tools: false, thinking: false };
-
 export interface CanvasEngine {
   name: string;
   servingIds: string[];
   model: CanvasModel;
   decoder: CanvasDecoder;
+  /** The image path, for a model with vision.onnx (canvas-images.ts). */
+  images: CanvasImages | undefined;
   /** Generation slots and wait queue, as a mask model's (slots.ts): full means Overloaded (529). */
   slots: SlotPool;
   /** Set by close(): new requests are refused, waiting ones ended. */
@@ -66,17 +66,29 @@ export async function loadCanvasEngine(
   dir: string,
   name: string,
   servingIds: string[],
-  options: { slots: number; queue: number; intraOpThreads?: number | undefined; metrics?: EngineMetrics | undefined },
+  options: {
+    slots: number;
+    queue: number;
+    imageLimits?: CanvasImageLimits;
+    intraOpThreads?: number | undefined;
+    metrics?: EngineMetrics | undefined;
+  },
 ): Promise<CanvasEngine> {
   const slots = new SlotPool(name, options.slots, options.queue, (busy) => options.metrics?.slotsBusy.set({ model: name }, busy));
   const model = await loadCanvasModel(dir, options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {});
   const decoder = new CanvasDecoder(model);
+  const { vision } = model;
+  const images =
+    vision !== undefined && model.config.vision !== undefined
+      ? new CanvasImages({ ...model, vision }, model.config.vision, options.imageLimits ?? DEFAULT_IMAGE_LIMITS)
+      : undefined;
   let closed = false;
   return {
     name,
     servingIds,
     model,
     decoder,
+    images,
     slots,
     get closed() {
       return closed;
@@ -85,6 +97,7 @@ export async function loadCanvasEngine(
     close: async () => {
       closed = true;
       slots.rejectWaiting(new ShuttingDown(`model "${name}" is shutting down`));
+      await images?.close();
       await model.close();
     },
   };
@@ -111,21 +124,34 @@ function refuseUnsupported(req: GenerateRequest): void {
   if (req.rawPrompt !== undefined) throw invalid(`model "${req.model}" (a canvas model) takes chat messages only`);
 }
 
-async function promptIds(engine: CanvasEngine, req: Pick<GenerateRequest, "model" | "messages" | "tools" | "options">): Promise<number[]> {
-  const built = buildChatPrompt(req.model, NO_CAPABILITIES, { messages: req.messages, tools: req.tools, options: req.options });
+/** The prompt's token ids, each image's run expanded (image tokens counted as prompt tokens). */
+async function promptIds(
+  engine: CanvasEngine,
+  req: Pick<GenerateRequest, "model" | "messages" | "tools" | "options">,
+): Promise<ImagePrompt> {
+  const capabilities = { images: engine.images !== undefined, tools: false, thinking: false };
+  const collector = engine.images?.collector();
+  const built = buildChatPrompt(
+    req.model,
+    capabilities,
+    { messages: req.messages, tools: req.tools, options: req.options },
+    collector?.imageText,
+  );
   let text: string;
   try {
     text = engine.model.renderChat(built.variables as unknown as Record<string, unknown>);
   } catch (err) {
     throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
   }
-  return engine.model.tokenizer.encode(text);
+  const ids = engine.model.tokenizer.encode(text);
+  if (engine.images === undefined || collector === undefined) return { ids, urls: [], blocks: [] };
+  return await engine.images.expand(ids, collector.urls);
 }
 
 export async function canvasCountTokens(engine: CanvasEngine, req: CountTokensRequest): Promise<{ tokens: number }> {
   if (req.rawPrompt !== undefined) throw invalid(`model "${req.model}" (a canvas model) takes chat messages only`);
   if (req.messages.length === 0) return { tokens: engine.model.tokenizer.encode(req.text).length };
-  return { tokens: (await promptIds(engine, req)).length };
+  return { tokens: (await promptIds(engine, req)).ids.length };
 }
 
 export async function* canvasGenerate(
@@ -135,7 +161,8 @@ export async function* canvasGenerate(
   workerId: string,
 ): AsyncGenerator<GenerateResponse> {
   refuseUnsupported(req);
-  const ids = await promptIds(engine, req);
+  const prompt = await promptIds(engine, req);
+  const { ids } = prompt;
   const { config } = engine.model;
   const context = config.maxPositions - config.canvasLength;
   if (ids.length >= context)
@@ -151,7 +178,9 @@ export async function* canvasGenerate(
   ctx.signal.addEventListener("abort", onAbort, { once: true });
   let result: Promise<unknown> = Promise.resolve();
   try {
-    yield* decodeAndStream(engine, req, ids, maxTokens, stop.signal, workerId, (r) => {
+    // Images are model work, so they are decoded and embedded only once a slot is held.
+    const images = prompt.urls.length > 0 ? await engine.images!.embed(prompt) : undefined;
+    yield* decodeAndStream(engine, req, { ids, images }, maxTokens, stop.signal, workerId, (r) => {
       result = r;
     });
   } finally {
@@ -165,7 +194,7 @@ export async function* canvasGenerate(
 async function* decodeAndStream(
   engine: CanvasEngine,
   req: GenerateRequest,
-  ids: number[],
+  { ids, images }: { ids: number[]; images: PromptImages | undefined },
   maxTokens: number,
   signal: AbortSignal,
   workerId: string,
@@ -181,6 +210,7 @@ async function* decodeAndStream(
   let canvasSteps = 0;
   const result = engine.decoder.generate({
     promptIds: ids,
+    ...(images !== undefined ? { images } : {}),
     maxTokens,
     draws: seededDraws((Math.random() * 2 ** 32) >>> 0),
     signal,

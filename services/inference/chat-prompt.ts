@@ -69,12 +69,18 @@ const invalid = (message: string) => new InvalidRequest(message);
  * options, refusing what the model cannot take (images, tools) with InvalidArgument.
  * Text parts of one message are joined with "\n" (as vLLM does). Image parts are refused
  * before any URL is looked at when the model has no image support; a model that claims
- * image support still gets only `data:` URLs, and the ONNX contract has no image input, so
- * those are refused too, never fetched.
+ * image support still gets only `data:` URLs, never fetched; with `imageText` (a canvas model
+ * with a vision graph) each becomes the text it returns (its image token) where the part is,
+ * otherwise the ONNX contract has no image input and those are refused too.
  */
-export function buildChatPrompt(modelName: string, capabilities: ModelCapabilities, input: ChatInput): ChatPrompt {
+export function buildChatPrompt(
+  modelName: string,
+  capabilities: ModelCapabilities,
+  input: ChatInput,
+  imageText?: (dataUrl: string) => string,
+): ChatPrompt {
   if (input.messages.length === 0) throw invalid("messages must not be empty");
-  const messages = input.messages.map((message, i) => templateMessage(modelName, capabilities, message, i));
+  const messages = input.messages.map((message, i) => templateMessage(modelName, capabilities, message, i, imageText));
 
   const options = input.options;
   const choice = options?.toolChoice?.choice;
@@ -153,7 +159,13 @@ export function withForcedTool(prompt: ChatPrompt, name: string): ChatPrompt {
   };
 }
 
-function templateMessage(modelName: string, capabilities: ModelCapabilities, message: ChatMessage, index: number): TemplateMessage {
+function templateMessage(
+  modelName: string,
+  capabilities: ModelCapabilities,
+  message: ChatMessage,
+  index: number,
+  imageText: ((dataUrl: string) => string) | undefined,
+): TemplateMessage {
   const role = ROLE_NAMES[message.role];
   if (role === undefined) throw invalid(`messages[${index}].role is missing or unknown`);
   const texts: string[] = [];
@@ -165,7 +177,8 @@ function templateMessage(modelName: string, capabilities: ModelCapabilities, mes
       if (!part.part.value.url.startsWith("data:")) {
         throw invalid(`messages[${index}]: only data: URLs are accepted for images; remote URLs are never fetched`);
       }
-      throw invalid(`model "${modelName}": this engine's model contract has no image input`);
+      if (imageText === undefined) throw invalid(`model "${modelName}": this engine's model contract has no image input`);
+      texts.push(imageText(part.part.value.url));
     }
   }
   const out: TemplateMessage = { role, content: texts.join("\n") };

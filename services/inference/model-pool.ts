@@ -2,6 +2,7 @@ import path from "node:path";
 import type { Registry } from "prom-client";
 import type { Logger } from "../../lib/logger.js";
 import type { ForwardRunner } from "./decoder/forward.js";
+import type { CanvasImageLimits } from "./canvas-images.js";
 import { type CanvasEngine, isCanvasModelDir, loadCanvasEngine } from "./canvas-service.js";
 import { createModelEngine, type ModelEngine } from "./engine.js";
 import { engineMetrics } from "./metrics.js";
@@ -33,6 +34,8 @@ export interface ModelPoolOptions {
   unmaskPolicy?: string | undefined;
   /** Most prompt tokens per prefill forward (default 2048). */
   prefillChunk?: number;
+  /** Images per request, pixels and bytes per image, for models with vision (TESSERA_MAX_IMAGE*). */
+  imageLimits?: CanvasImageLimits;
   /** Most tokens of model work one Score request may need (TESSERA_MAX_DECISION_WORK_TOKENS). */
   maxScoreWorkTokens?: number;
   /** Most tokens of one forward of a Score request (TESSERA_MAX_DECISION_ROW_TOKENS). */
@@ -85,6 +88,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         const canvas = await loadCanvasEngine(dir, name, servingIds, {
           slots: options.slots,
           queue: options.queue,
+          ...(options.imageLimits !== undefined ? { imageLimits: options.imageLimits } : {}),
           intraOpThreads: options.intraOpThreads,
           metrics,
         });

@@ -342,7 +342,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
         const { config } = canvas.model;
         const common = { model: req.model, maxPositions: config.maxPositions, blockSize: config.canvasLength };
         const slots = { slotsTotal: canvas.slots.total, slotsFree: canvas.slots.free };
-        return { ...common, ...slots, supportsImages: false, supportsTools: false, supportsThinking: false };
+        return { ...common, ...slots, supportsImages: canvas.images !== undefined, supportsTools: false, supportsThinking: false };
       }
       const engine = engineFor(req.model);
       const { config, decision } = engine.model;

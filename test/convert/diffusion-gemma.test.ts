@@ -39,10 +39,10 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
     expect(config.decoding_family).toBe("canvas");
     expect(config.canvas_length).toBe(16);
     expect(config.sliding_window).toBe(8);
-    // The vision tower as its own graph, not yet placed into prompts (images stay refused).
+    // The vision tower as its own graph; the engine places its rows at the image tokens.
     expect(config.vision_file).toBe("vision.onnx");
     expect(config.vision).toEqual({ patch_size: 4, pooling_kernel_size: 2, position_embedding_size: 64 });
-    expect(config.capabilities.images).toBe(false);
+    expect(config.capabilities.images).toBe(true);
     expect(config.layers.map((l: { type: string }) => l.type)).toEqual([
       "sliding_attention",
       "full_attention",

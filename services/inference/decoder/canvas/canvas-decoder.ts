@@ -34,8 +34,17 @@ export interface CanvasStepEvent {
   accepted: number;
 }
 
+/** A prompt's images: vision.onnx's rows, in prompt order, and where each image's tokens are. */
+export interface PromptImages {
+  /** `[tokens, hidden]` float32: one row per image_token_id position of the prompt, in order. */
+  embeds: Float32Array;
+  /** Per image, the [start, end) prompt indices of its image tokens (they see each other both ways). */
+  blocks: readonly (readonly [number, number])[];
+}
+
 export interface CanvasRequest {
   promptIds: readonly number[];
+  images?: PromptImages;
   maxTokens: number;
   draws: CanvasDraws;
   signal?: AbortSignal;
@@ -88,7 +97,7 @@ export class CanvasDecoder {
         );
         return;
       }
-      this.encode(emptyCache(config.layers), req.promptIds)
+      this.encode(emptyCache(config.layers), req.promptIds, req.images)
         .then((cache) => {
           const row: Row = {
             req,
@@ -120,19 +129,30 @@ export class CanvasDecoder {
     row.stop = new StableConfidentStop(config.sampler);
   }
 
-  private async encode(cache: RowCache, ids: readonly number[]): Promise<RowCache> {
+  /** A prompt's KV cache (the encoder pass a request starts with; tests compare it with transformers'). */
+  encodePrompt(ids: readonly number[], images?: PromptImages): Promise<RowCache> {
+    return this.encode(emptyCache(this.model.config.layers), ids, images);
+  }
+
+  private async encode(cache: RowCache, ids: readonly number[], images?: PromptImages): Promise<RowCache> {
     const { config, encoder } = this.model;
     const S = ids.length;
     const window = config.slidingWindow;
-    const feeds = batchFeeds([cache], config.layers, S, (kind, q, k) => k <= q && (kind === "full" || k > q - window));
+    // use_bidirectional_attention "vision": one image's tokens see each other both ways (every layer).
+    const block = (pos: number) => images?.blocks.findIndex(([a, b]) => pos >= cache.length + a && pos < cache.length + b) ?? -1;
+    const feeds = batchFeeds([cache], config.layers, S, (kind, q, k) => {
+      if (k <= q && (kind === "full" || k > q - window)) return true;
+      const image = block(q);
+      return image >= 0 && image === block(k);
+    });
     feeds.input_ids = new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, S]);
     feeds.position_ids = new ort.Tensor(
       "int64",
       BigInt64Array.from({ length: S }, (_, i) => BigInt(cache.length + i)),
       [1, S],
     );
-    // No images yet: vision.onnx's rows would go here, one per image_token_id position.
-    feeds.image_embeds = new ort.Tensor("float32", new Float32Array(0), [0, config.hiddenSize]);
+    const embeds = images?.embeds ?? new Float32Array(0);
+    feeds.image_embeds = new ort.Tensor("float32", embeds, [embeds.length / config.hiddenSize, config.hiddenSize]);
     const out = await encoder.run(feeds);
     const presents = config.layers.flatMap((_, l) => [
       out[`present.${l}.key`]!.data as Float32Array,

@@ -1,13 +1,15 @@
 /**
  * A contract v3 model directory (docs/model-contract.md, "Contract v3"): config.json's canvas
  * keys checked, the tokenizer and chat template, and ONNX Runtime sessions of encoder.onnx and
- * denoiser.onnx (which share weights.onnx.data, read by ONNX Runtime from beside them).
+ * denoiser.onnx (which share weights.onnx.data, read by ONNX Runtime from beside them), and
+ * vision.onnx where config.json names one.
  */
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { Template } from "@huggingface/jinja";
 import * as ort from "onnxruntime-node";
 import { createTextTokenizer, type TextTokenizer } from "../../tokenizer.js";
+import type { VisionSettings } from "./image-preprocess.js";
 import type { CanvasSamplerSettings } from "./sampler.js";
 
 export interface CanvasLayer {
@@ -28,6 +30,15 @@ export interface CanvasConfig {
   stopTokenIds: number[];
   padTokenId: number;
   sampler: CanvasSamplerSettings;
+  /** The image path (config.json `vision`, `vision_file`), when the model has one. */
+  vision?: CanvasVisionConfig;
+}
+
+export interface CanvasVisionConfig extends VisionSettings {
+  file: string;
+  imageTokenId: number;
+  boiTokenId: number;
+  eoiTokenId: number;
 }
 
 export interface CanvasModel {
@@ -37,6 +48,8 @@ export interface CanvasModel {
   renderChat(variables: Record<string, unknown>): string;
   encoder: ort.InferenceSession;
   denoiser: ort.InferenceSession;
+  /** vision.onnx (patches -> image embeddings) and the image token's text, with `config.vision`. */
+  vision?: { session: ort.InferenceSession; imageTokenText: string };
   close(): Promise<void>;
 }
 
@@ -88,6 +101,20 @@ export function parseCanvasConfig(raw: unknown, source: string): CanvasConfig {
     ? obj.stop_token_ids.filter((t): t is number => Number.isInteger(t) && t >= 0 && t < vocabSize)
     : [];
   const eosTokenId = int(obj, "eos_token_id", source, 0);
+  let vision: CanvasVisionConfig | undefined;
+  if (typeof obj.vision_file === "string" && typeof obj.vision === "object" && obj.vision !== null) {
+    const v = obj.vision as Record<string, unknown>;
+    vision = {
+      file: obj.vision_file,
+      imageTokenId: int(obj, "image_token_id", source, 0),
+      boiTokenId: int(obj, "boi_token_id", source, 0),
+      eoiTokenId: int(obj, "eoi_token_id", source, 0),
+      patchSize: int(v, "patch_size", `${source} vision`),
+      poolingKernelSize: int(v, "pooling_kernel_size", `${source} vision`),
+      // Gemma 4's processor default; a converter that knows the checkpoint's writes its own.
+      maxSoftTokens: v.max_soft_tokens === undefined ? 280 : int(v, "max_soft_tokens", `${source} vision`),
+    };
+  }
   return {
     modelType: String(obj.model_type),
     hiddenSize: int(obj, "hidden_size", source),
@@ -100,6 +127,7 @@ export function parseCanvasConfig(raw: unknown, source: string): CanvasConfig {
     stopTokenIds: stops.length > 0 ? stops : [eosTokenId],
     padTokenId: int(obj, "pad_token_id", source, 0),
     sampler,
+    ...(vision !== undefined ? { vision } : {}),
   };
 }
 
@@ -121,6 +149,14 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
   };
   const encoder = await ort.InferenceSession.create(path.join(root, "encoder.onnx"), sessionOptions);
   const denoiser = await ort.InferenceSession.create(path.join(root, "denoiser.onnx"), sessionOptions);
+  let vision: CanvasModel["vision"];
+  if (config.vision !== undefined) {
+    const id = config.vision.imageTokenId;
+    const added = ((await json("tokenizer.json")) as { added_tokens?: { id: number; content: string }[] }).added_tokens ?? [];
+    const imageTokenText = added.find((t) => t.id === id)?.content;
+    if (imageTokenText === undefined) throw new Error(`${root}/tokenizer.json: image_token_id ${id} is not an added token`);
+    vision = { session: await ort.InferenceSession.create(path.join(root, config.vision.file), sessionOptions), imageTokenText };
+  }
   return {
     dir: root,
     config,
@@ -128,9 +164,11 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
     renderChat: (variables) => template.render({ bos_token: special("bos_token"), eos_token: special("eos_token"), ...variables }),
     encoder,
     denoiser,
+    ...(vision !== undefined ? { vision } : {}),
     async close() {
       await encoder.release();
       await denoiser.release();
+      await vision?.session.release();
     },
   };
 }

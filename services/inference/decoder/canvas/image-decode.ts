@@ -24,7 +24,8 @@ export interface DecodedImage {
 
 const FORMATS = new Set(["png", "jpeg", "webp"]);
 
-export async function decodeImageDataUrl(url: string, limits: ImageLimits): Promise<DecodedImage> {
+/** The image's bytes and size, every limit checked, no pixel decoded yet. */
+export async function probeImageDataUrl(url: string, limits: ImageLimits): Promise<{ bytes: Buffer; width: number; height: number }> {
   const comma = url.indexOf(",");
   const header = comma < 0 ? "" : url.slice(5, comma).toLowerCase();
   if (!url.startsWith("data:") || comma < 0 || !header.split(";").includes("base64")) {
@@ -54,6 +55,11 @@ export async function decodeImageDataUrl(url: string, limits: ImageLimits): Prom
   if (width * height > limits.maxPixels) {
     throw new ImageRefused(`an image of ${width}x${height} pixels is larger than the ${limits.maxPixels} pixels allowed`);
   }
+  return { bytes, width, height };
+}
+
+export async function decodeImageDataUrl(url: string, limits: ImageLimits): Promise<DecodedImage> {
+  const { bytes } = await probeImageDataUrl(url, limits);
   try {
     const { data, info } = await sharp(bytes, { limitInputPixels: limits.maxPixels, pages: 1 })
       .removeAlpha()
@@ -61,7 +67,8 @@ export async function decodeImageDataUrl(url: string, limits: ImageLimits): Prom
       .raw()
       .toBuffer({ resolveWithObject: true });
     if (info.channels !== 3) throw new Error(`${info.channels} channels`);
-    return { rgb: new Uint8Array(data.buffer, data.byteOffset, data.length), width: info.width, height: info.height };
+    // A copy of its own, so that it can be transferred to the preprocessing thread.
+    return { rgb: new Uint8Array(data), width: info.width, height: info.height };
   } catch (err) {
     throw new ImageRefused(`an image could not be decoded: ${err instanceof Error ? err.message : String(err)}`);
   }
