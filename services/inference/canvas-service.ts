@@ -171,23 +171,31 @@ export async function* canvasGenerate(
   if (engine.closed) throw new ShuttingDown(`model "${engine.name}" is shutting down`);
   await engine.slots.acquire(ctx.signal);
   const admitted = performance.now();
-  // The row stops when the caller aborts, leaves the stream early or the engine closes; the
-  // slot is given back only once the decoder has let the row go (after the forward it is in).
+  // The slot is given back when the decoder lets the row go: at its end, or after the forward
+  // it is in once the caller aborts, leaves the stream early or the engine closes. Tied to the
+  // row, not to this generator's finally, which never runs while a consumer that went away
+  // leaves the generator suspended at a yield (the mask scheduler frees its slots the same way).
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    engine.slots.release((performance.now() - admitted) / 1000);
+  };
   const stop = new AbortController();
   const onAbort = () => stop.abort(ctx.signal.reason);
   ctx.signal.addEventListener("abort", onAbort, { once: true });
-  let result: Promise<unknown> = Promise.resolve();
+  let decoding = false;
   try {
     // Images are model work, so they are decoded and embedded only once a slot is held.
     const images = prompt.urls.length > 0 ? await engine.images!.embed(prompt) : undefined;
-    yield* decodeAndStream(engine, req, { ids, images }, maxTokens, stop.signal, workerId, (r) => {
-      result = r;
+    yield* decodeAndStream(engine, req, { ids, images }, maxTokens, stop.signal, workerId, (result) => {
+      decoding = true;
+      result.then(release, release);
     });
   } finally {
     ctx.signal.removeEventListener("abort", onAbort);
     stop.abort();
-    await result.catch(() => {});
-    engine.slots.release((performance.now() - admitted) / 1000);
+    if (!decoding) release();
   }
 }
 

@@ -110,5 +110,9 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) with images t
     const small = await png(8, 8);
     expect(await refused(withImages(small, small, small))).toMatch(/at most 2 images per request/);
     expect(await refused(withImages("https://example.com/cat.png"))).toMatch(/data: URL/);
+    // Text that spells the image token would give the prompt an image run without an image.
+    const spoof = withImages(small);
+    spoof.messages[0]!.content.unshift({ type: "text", text: "look: <image_soft_token>" } as never);
+    expect(await refused(spoof)).toMatch(/2 image tokens for 1 images: the text must not contain the image token/);
   }, 120_000);
 });
