@@ -18,6 +18,7 @@ import {
   ToolDefinitionSchema,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { type ChatCompletionRequest, type ChatMessageInput, ChatCompletionRequestSchema } from "../schemas/chat-request.js";
+import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../../lib/text-limits.js";
 import { PARSE_OPTIONS, type RequestError, requestErrorOf } from "../schemas/request-errors.js";
 
 export * from "./chat-response.js";
@@ -26,7 +27,6 @@ export {
   MAX_MESSAGE_CHARS,
   MAX_MESSAGES,
   MAX_SCHEMA_DEPTH,
-  MAX_STOP_SEQUENCES,
   MAX_TOOLS,
 } from "../schemas/chat-request.js";
 
@@ -43,9 +43,6 @@ export interface ChatDefaults {
   /** Larger max_tokens are lowered to this. Default 8192. */
   maxTokensCap?: number;
 }
-
-export const DEFAULT_MAX_TOKENS = 1024;
-export const MAX_TOKENS_CAP = 8192;
 
 export type ChatRequestError = RequestError;
 

@@ -12,7 +12,7 @@ import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/r
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
 import type { SettleUsage } from "../gate.js";
-import { DEFAULT_MAX_TOKENS } from "../mappers/chat.js";
+import { DEFAULT_MAX_TOKENS } from "../../lib/text-limits.js";
 import type { StreamErrorBody, StreamOutcome } from "../mappers/generation-stream.js";
 import type { JsonReply, RequestContext, Route } from "../route.js";
 import type { RequestError } from "../schemas/request-errors.js";

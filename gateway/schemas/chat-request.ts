@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MAX_HTTP_STOP_SEQUENCES, MAX_TOP_LOGPROBS } from "../../lib/text-limits.js";
 import { refuse } from "./request-errors.js";
 
 /**
@@ -9,8 +10,7 @@ import { refuse } from "./request-errors.js";
  * Fields the schema does not know are dropped, as before.
  */
 
-/** OpenAI's own limits: 4 stop sequences, 128 tools, tool names of [a-zA-Z0-9_-]{1,64}. */
-export const MAX_STOP_SEQUENCES = 4;
+/** OpenAI's own limits: 128 tools, tool names of [a-zA-Z0-9_-]{1,64} (its 4 stop sequences: lib/text-limits.ts). */
 export const MAX_TOOLS = 128;
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 /** Nesting allowed in the JSON passed through as is (schemas, tool parameters). */
@@ -24,9 +24,6 @@ export const MAX_MESSAGES = 2048;
 export const MAX_MESSAGE_CHARS = 1024 * 1024;
 /** Longest `data:` URL of an image, about 3 MiB of image. */
 export const MAX_IMAGE_URL_CHARS = 4 * 1024 * 1024;
-/** OpenAI's most alternatives per token. */
-export const MAX_TOP_LOGPROBS = 20;
-
 /** Accepted whatever its value, without effect (the API document's list, then what OpenAI SDK users send). */
 export const IGNORED_CHAT_FIELDS = [
   "temperature",
@@ -310,8 +307,12 @@ export const StopSchema = z
       if (stop === "") refuse(ctx, "Invalid 'stop': a stop sequence must not be empty.", "invalid_value");
       return;
     }
-    if (stop.length > MAX_STOP_SEQUENCES) {
-      refuse(ctx, `Invalid 'stop': at most ${MAX_STOP_SEQUENCES} stop sequences are allowed, but got ${stop.length}.`, "invalid_value");
+    if (stop.length > MAX_HTTP_STOP_SEQUENCES) {
+      refuse(
+        ctx,
+        `Invalid 'stop': at most ${MAX_HTTP_STOP_SEQUENCES} stop sequences are allowed, but got ${stop.length}.`,
+        "invalid_value",
+      );
       return;
     }
     stop.forEach((item, i) => {

@@ -1,4 +1,5 @@
 import type { Logger } from "../../lib/logger.js";
+import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../../lib/text-limits.js";
 import { fairRunner, type LaneRunner } from "./decoder/fair-runner.js";
 import { createOrtRunner, type ForwardRunner, type KVShape, type OrtRunnerOptions } from "./decoder/forward.js";
 import type { UnmaskPolicy } from "./decoder/policies/policy.js";
@@ -9,8 +10,6 @@ import type { EngineMetrics } from "./metrics.js";
 import type { ModelDir } from "./model-dir.js";
 import { Scheduler } from "./scheduler.js";
 
-export const DEFAULT_MAX_TOKENS = 1024;
-export const MAX_TOKENS_CAP = 8192;
 /** Default of the cap on a Score request's work (TESSERA_MAX_DECISION_WORK_TOKENS). */
 export const DEFAULT_MAX_SCORE_WORK_TOKENS = 8192;
 /**

@@ -40,6 +40,7 @@ import type { GenerationEvent } from "./scheduler.js";
 import { scoreSuffixes } from "./score.js";
 import { chatTextBytes, refuseIfCannotFit } from "./text-bound.js";
 import { TemplateRenderError } from "./text-ops.js";
+import { MAX_GENERATE_STOP_CHARS, MAX_GENERATE_STOP_SEQUENCES, MAX_TOP_LOGPROBS } from "../../lib/text-limits.js";
 
 export interface InferenceDeps {
   pool: ModelPool;
@@ -50,18 +51,11 @@ export interface InferenceDeps {
   grammar?: Partial<GrammarOptions> & { workers?: number };
 }
 
-/** Limits on `stop`: a few short sequences, as OpenAI-style clients send them. */
-const MAX_STOP_SEQUENCES = 16;
-const MAX_STOP_LENGTH = 500;
-
 const FINISH_REASONS = {
   stop: FinishReason.STOP,
   length: FinishReason.LENGTH,
   tool_calls: FinishReason.TOOL_CALLS,
 } as const;
-
-/** OpenAI's most alternatives per token. */
-const MAX_TOP_LOGPROBS = 20;
 
 const invalid = (message: string) => new InvalidRequest(message);
 
@@ -201,8 +195,9 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
       const engine = engineFor(req.model);
       const options = req.options;
       const stop = options?.stop ?? [];
-      if (stop.length > MAX_STOP_SEQUENCES) throw invalid(`stop: at most ${MAX_STOP_SEQUENCES} sequences`);
-      if (stop.some((s) => s.length > MAX_STOP_LENGTH)) throw invalid(`stop: each sequence at most ${MAX_STOP_LENGTH} characters`);
+      if (stop.length > MAX_GENERATE_STOP_SEQUENCES) throw invalid(`stop: at most ${MAX_GENERATE_STOP_SEQUENCES} sequences`);
+      if (stop.some((s) => s.length > MAX_GENERATE_STOP_CHARS))
+        throw invalid(`stop: each sequence at most ${MAX_GENERATE_STOP_CHARS} characters`);
 
       const { ids, parser, grammar, choice } =
         req.rawPrompt === undefined ? await chatGeneration(req, engine, ctx.signal) : await rawGeneration(req, engine, req.rawPrompt);
