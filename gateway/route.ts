@@ -14,8 +14,8 @@ export interface RequestLogFields {
   [field: string]: unknown;
 }
 
-/** Everything a handler gets for one request. */
-export interface RequestContext {
+/** Everything a handler gets for one request (`Body`: what its body was prepared into). */
+export interface RequestContext<Body = unknown> {
   readonly requestId: string;
   readonly req: IncomingMessage;
   /**
@@ -29,7 +29,7 @@ export interface RequestContext {
   /** The authenticated key (routes with a `charge`). */
   readonly principal: Principal | undefined;
   /** The parsed JSON body (routes with `body: "json"`), prepared if the route names a `prepareBody`. */
-  readonly body: unknown;
+  readonly body: Body;
   /** Fields for the request's log line (model, tokens). */
   readonly log: RequestLogFields;
   readonly logger: Logger;
@@ -67,8 +67,9 @@ export interface JsonReply {
  * when the route has a `charge`: Authorization header → accounting Authenticate → Admit
  * (unless the handler admits itself); `body: "json"` → content type, 8 MB limit while
  * streaming, JSON parse; then `handle`; then settlement of what was admitted and not settled.
+ * `Body` is what `prepareBody` makes of the body (body-prepare.ts `PreparedBody`).
  */
-export interface Route {
+export interface Route<Body = unknown> {
   method: "GET" | "POST";
   path: string;
   errorStyle: ErrorStyle;
@@ -82,5 +83,5 @@ export interface Route {
   prepareBody?: BodyPreparer;
   /** Log level of the request's line (probes and scrapes are `debug`). */
   logLevel?: "info" | "debug";
-  handle(ctx: RequestContext): Promise<JsonReply | undefined> | JsonReply | undefined;
+  handle(ctx: RequestContext<Body>): Promise<JsonReply | undefined> | JsonReply | undefined;
 }

@@ -1,47 +1,26 @@
 import { HttpError } from "../errors.js";
 import { RATE_ONLY } from "../gate.js";
-import type { ParsedResponsesRequest } from "../mappers/responses-request.js";
 import { collectResponse, createResponseMeta } from "../mappers/responses-response.js";
 import { streamResponse } from "../mappers/responses-stream.js";
 import type { Route } from "../route.js";
-import {
-  acceptedRequest,
-  admitChatGeneration,
-  answerGeneration,
-  startTextGeneration,
-  streamErrorBody,
-  textGenerationRoute,
-  type TextRouteDeps,
-} from "./text-generation.js";
+import { streamErrorBody, type TextRouteDeps, textRoute } from "./text-generation.js";
 
 /**
  * POST /v1/responses, the stateless part of OpenAI's Responses API, on the chat pipeline
- * (docs/responses.md). The same order, limits, quota and errors as chat completions:
- * validate the body (400 naming `param`; what needs stored state is refused here), resolve
- * the model (404 `model_not_found`), count the prompt's tokens, admit the key reserving
- * prompt + max_output_tokens of its text quota (429), generate (JSON or SSE), settle the
- * exact usage; a stream the client leaves is charged what was delivered.
+ * (docs/responses.md), with the same order, limits, quota and errors as chat completions
+ * (textRoute); what needs stored state is refused when the body is validated.
  */
-export function responsesRoute(deps: TextRouteDeps): Route {
-  return textGenerationRoute("/v1/responses", {
-    // Validated where the body is parsed: off the event loop for a large one.
-    prepareBody: "responses",
-    async handle(ctx) {
-      const { request, stream, echo } = acceptedRequest(ctx.body as ParsedResponsesRequest);
-      const generation = await startTextGeneration(ctx, deps, request);
-      const promptTokens = await admitChatGeneration(ctx, generation);
-      const { tokensOf } = generation;
-      const meta = createResponseMeta({ model: generation.shownModel, echo });
-      return answerGeneration(
-        ctx,
-        generation,
-        { stream, promptTokens, streamStallTimeoutMs: deps.streamStallTimeoutMs },
-        {
-          collect: (events) => collectResponse(events, meta, tokensOf),
-          usageOf: ({ usage }) => ({ promptTokens: usage!.input_tokens, completionTokens: usage!.output_tokens }),
-          stream: (sse, events) => streamResponse(sse, events, meta, streamErrorBody, tokensOf),
-        },
-      );
+export function responsesRoute(deps: TextRouteDeps) {
+  return textRoute(deps, {
+    path: "/v1/responses",
+    prepare: "responses",
+    answer({ echo }, { shownModel, tokensOf }) {
+      const meta = createResponseMeta({ model: shownModel, echo });
+      return {
+        collect: (events) => collectResponse(events, meta, tokensOf),
+        usageOf: ({ usage }) => ({ promptTokens: usage!.input_tokens, completionTokens: usage!.output_tokens }),
+        stream: (sse, events) => streamResponse(sse, events, meta, streamErrorBody, tokensOf),
+      };
     },
   });
 }

@@ -14,6 +14,7 @@ import { HttpError, toHttpError } from "../errors.js";
 import type { SettleUsage } from "../gate.js";
 import { DEFAULT_MAX_TOKENS } from "../../lib/text-limits.js";
 import type { StreamErrorBody, StreamOutcome } from "../mappers/generation-stream.js";
+import type { AcceptedBodies, BodyPreparer, PreparedBody } from "../body-prepare.js";
 import type { JsonReply, RequestContext, Route } from "../route.js";
 import type { RequestError } from "../schemas/request-errors.js";
 import { createSseWriter, type SseWriter } from "../sse.js";
@@ -33,12 +34,43 @@ export interface TextRouteDeps {
   streamStallTimeoutMs?: number;
 }
 
+/** What a text route declares; the rest (order, errors, charge, JSON or SSE) is textRoute's. */
+export interface TextRouteSpec<P extends BodyPreparer, Body> {
+  path: string;
+  /** Validates and maps the body (body-prepare.ts), off the event loop for a large one. */
+  prepare: P;
+  /**
+   * Counts the prompt as Generate will take it and admits the key for prompt + max_tokens;
+   * returns the prompt's tokens. Default: the chat-templated prompt (admitChatGeneration).
+   */
+  admit?(ctx: RequestContext, generation: TextGeneration, accepted: AcceptedBodies[P]): Promise<number>;
+  /** How the generation is answered: collected into a JSON body (and what it is charged), or streamed. */
+  answer(accepted: AcceptedBodies[P], generation: TextGeneration): GenerationAnswer<Body>;
+}
+
 /**
- * A POST route that generates text: OpenAI's errors, a JSON body, and a charge its handler
- * admits once it knows the prompt's size (its hold is prompt + max_tokens).
+ * A POST route that generates text. Order: validate the body (400 naming `param`), resolve the
+ * model (404 `model_not_found`), count the prompt's tokens, admit the key reserving prompt +
+ * max_tokens of its text quota (429), generate (JSON or SSE), settle the exact usage; a stream
+ * the client leaves is charged what was delivered.
  */
-export function textGenerationRoute(path: string, route: Pick<Route, "prepareBody" | "handle">): Route {
-  return { method: "POST", path, errorStyle: "openai", charge: { kind: UsageKind.TEXT, hold: "handler" }, body: "json", ...route };
+export function textRoute<P extends BodyPreparer, Body>(deps: TextRouteDeps, spec: TextRouteSpec<P, Body>): Route<PreparedBody<P>> {
+  const admit = spec.admit ?? admitChatGeneration;
+  return {
+    method: "POST",
+    path: spec.path,
+    errorStyle: "openai",
+    charge: { kind: UsageKind.TEXT, hold: "handler" },
+    body: "json",
+    prepareBody: spec.prepare,
+    async handle(ctx) {
+      const accepted = acceptedRequest(ctx.body);
+      const generation = await startTextGeneration(ctx, deps, accepted.request);
+      const promptTokens = await admit(ctx, generation, accepted);
+      const how = { stream: accepted.stream, promptTokens, streamStallTimeoutMs: deps.streamStallTimeoutMs };
+      return answerGeneration(ctx, generation, how, spec.answer(accepted, generation));
+    },
+  };
 }
 
 /** The request of a body that parsed, or the 400 that names the field at fault. */
