@@ -6,8 +6,9 @@
 //   npx tsx bench/crash.ts [--trials 20]
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { TINY_MODEL_DIR } from "../support/tiny-model.js";
 import { crashTrials, createKey, writeCatalog } from "./_hostile.js";
 
 const { values } = parseArgs({ options: { trials: { type: "string", default: "20" } } });
@@ -15,7 +16,7 @@ const count = Number(values.trials);
 const scratch = mkdtempSync(join(tmpdir(), "tessera-crash-bench-"));
 try {
   const dataDir = join(scratch, "data");
-  const catalog = writeCatalog(scratch, resolve(import.meta.dirname, "../test/fixtures/tiny-model"));
+  const catalog = writeCatalog(scratch, TINY_MODEL_DIR);
   const key = await createKey(dataDir, ["--text-quota", "100000000", "--decision-quota", "100000000"]);
   const delays = Array.from({ length: count }, () => Math.round(Math.random() * 1500));
   const trials = await crashTrials(dataDir, catalog, key, delays, (t) => console.log(JSON.stringify(t)));

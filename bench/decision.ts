@@ -23,7 +23,7 @@ import { parseDecisionRequest } from "../lib/decision-types/request-json.js";
 import { silentLogger } from "../lib/logger.js";
 import { questionTypeOf } from "../lib/decision-types/registry.js";
 import { decisionRoutes } from "../services/decision/server.js";
-import { DEFAULT_CATALOG, fakeRegistry } from "../test/helpers/decision-doubles.js";
+import { DEFAULT_CATALOG, fakeRegistry } from "../support/decision-doubles.js";
 import { loadModelPool, type ModelPool } from "../services/inference/model-pool.js";
 import { lastWorkerRun } from "../services/inference/onnx-worker-session.js";
 import { createInferenceService } from "../services/inference/service.js";

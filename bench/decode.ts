@@ -20,7 +20,8 @@ import { selectPolicy } from "../services/inference/decoder/policies/select.js";
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { createModelEngine } from "../services/inference/engine.js";
 import { loadModelDir, type ModelDir } from "../services/inference/model-dir.js";
-import { recordingRunner, TINY_MODEL_DIR } from "../test/helpers/inference-engine.js";
+import { recordingRunner } from "../support/recording-runner.js";
+import { TINY_MODEL_DIR } from "../support/tiny-model.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BUNDLED_DIR = path.join(ROOT, "models", "tessera-bd-small");

@@ -15,7 +15,8 @@ import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { createModelEngine, type ModelEngine } from "../services/inference/engine.js";
 import { loadModelDir, type ModelDir } from "../services/inference/model-dir.js";
 import { openSession } from "../services/inference/onnx-session.js";
-import { TINY_MODEL_DIR, recordingRunner, type RecordedForward } from "../test/helpers/inference-engine.js";
+import { type RecordedForward, recordingRunner } from "../support/recording-runner.js";
+import { TINY_MODEL_DIR } from "../support/tiny-model.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BUNDLED_DIR = path.join(ROOT, "models", "tessera-bd-small");

@@ -1,55 +1,10 @@
-/**
- * Helpers for the inference tests and bench/engine.ts: the tiny model's directory, a runner
- * that records every forward, and a reference decoder that recomputes every forward from
- * scratch (no KV cache) with its own, deliberately naive, mask and input building.
- */
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { ForwardFetch, ForwardInputs, ForwardOutputs, ForwardRunner, LayerKV } from "../../services/inference/decoder/forward.js";
 import { type Commit, mostConfident, type UnmaskPolicy } from "../../services/inference/decoder/policies/policy.js";
 import { bannedTokens, guessAt, guessWithTop, readoutGuess, type Guess } from "../../services/inference/decoder/unmask.js";
 import type { ModelDir } from "../../services/inference/model-dir.js";
 
-export const TINY_MODEL_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/tiny-model");
-
-export interface RecordedForward {
-  batch: number;
-  seq: number;
-  past: number;
-  fetch: ForwardFetch;
-  failed: boolean;
-  ms: number;
-}
-
-/** Wraps a runner, recording the shape of every forward; `fail` decides which ones throw. */
-export function recordingRunner(
-  inner: ForwardRunner,
-  fail: (inputs: ForwardInputs) => boolean = () => false,
-): ForwardRunner & { forwards: RecordedForward[] } {
-  const forwards: RecordedForward[] = [];
-  return {
-    forwards,
-    async run(inputs, fetch) {
-      const record: RecordedForward = {
-        batch: inputs.batch,
-        seq: inputs.seq,
-        past: inputs.past,
-        fetch,
-        failed: false,
-        ms: 0,
-      };
-      forwards.push(record);
-      if (fail(inputs)) {
-        record.failed = true;
-        throw new Error("injected model failure");
-      }
-      const started = performance.now();
-      const out = await inner.run(inputs, fetch);
-      record.ms = performance.now() - started;
-      return out;
-    },
-  };
-}
+export { type RecordedForward, recordingRunner } from "../../support/recording-runner.js";
+export { TINY_MODEL_DIR } from "../../support/tiny-model.js";
 
 /** Whether any row of a forward holds `token` among its current tokens. */
 export function inputHasToken(inputs: ForwardInputs, token: number): boolean {
