@@ -25,25 +25,15 @@ from typing import List, Tuple
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+# The contract's tensor names, shared with the converter (convert/tessera_convert/contract.py).
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "convert"))
 from model import BlockDiffusionLM, ModelConfig, additive_mask, block_causal_allowed  # noqa: E402
+from tessera_convert.contract import dynamic_axes, input_names, output_names  # noqa: E402
 
 DEFAULT_OPSET = 17
 TWO_GB = 2 * 1024**3
-
-
-def input_names(num_layers: int) -> List[str]:
-    names = ["input_ids", "position_ids", "attention_mask"]
-    for l in range(num_layers):
-        names += [f"past_key_values.{l}.key", f"past_key_values.{l}.value"]
-    return names
-
-
-def output_names(num_layers: int) -> List[str]:
-    names = ["logits"]
-    for l in range(num_layers):
-        names += [f"present.{l}.key", f"present.{l}.value"]
-    return names
 
 
 class _OnnxForward(nn.Module):
@@ -86,16 +76,7 @@ def export(model: BlockDiffusionLM, out_path: str, opset: int = DEFAULT_OPSET) -
         # Distinct B, S, P so no dimension is mistaken for another while tracing.
         args = example_inputs(cfg, batch=2, seq=5, past=3)
         ins, outs = input_names(cfg.num_hidden_layers), output_names(cfg.num_hidden_layers)
-        dynamic = {
-            "input_ids": {0: "batch", 1: "seq"},
-            "position_ids": {0: "batch", 1: "seq"},
-            "attention_mask": {0: "batch", 2: "seq", 3: "total"},
-            "logits": {0: "batch", 1: "seq"},
-        }
-        for name in ins[3:]:
-            dynamic[name] = {0: "batch", 2: "past"}
-        for name in outs[1:]:
-            dynamic[name] = {0: "batch", 2: "total"}
+        dynamic = dynamic_axes(cfg.num_hidden_layers)
         kwargs = dict(
             input_names=ins,
             output_names=outs,

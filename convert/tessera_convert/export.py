@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Tuple
+from typing import Callable, Tuple
 
 import numpy as np
 import torch
 
+from .contract import dynamic_axes, input_names, output_names
 from .qwen import QwenContractLM
 
 OPSET = 17
@@ -15,20 +16,6 @@ TWO_GB = 2 * 1024**3
 MASK_NEG = -1e9
 WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
 INT4_BLOCK = 32
-
-
-def input_names(layers: int) -> List[str]:
-    names = ["input_ids", "position_ids", "attention_mask"]
-    for l in range(layers):
-        names += [f"past_key_values.{l}.key", f"past_key_values.{l}.value"]
-    return names
-
-
-def output_names(layers: int) -> List[str]:
-    names = ["logits"]
-    for l in range(layers):
-        names += [f"present.{l}.key", f"present.{l}.value"]
-    return names
 
 
 def block_causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, block_size: int) -> torch.Tensor:
@@ -56,16 +43,7 @@ def export_fp32(model: QwenContractLM, block_size: int, work_dir: str) -> str:
     out_path = os.path.join(work_dir, "graph.onnx")
     layers = model.a.num_hidden_layers
     ins, outs = input_names(layers), output_names(layers)
-    dynamic = {
-        "input_ids": {0: "batch", 1: "seq"},
-        "position_ids": {0: "batch", 1: "seq"},
-        "attention_mask": {0: "batch", 2: "seq", 3: "total"},
-        "logits": {0: "batch", 1: "seq"},
-    }
-    for name in ins[3:]:
-        dynamic[name] = {0: "batch", 2: "past"}
-    for name in outs[1:]:
-        dynamic[name] = {0: "batch", 2: "total"}
+    dynamic = dynamic_axes(layers)
     # Distinct B, S, P so that no dimension is mistaken for another while tracing.
     args = example_inputs(model, block_size, batch=2, seq=5, past=3)
     with torch.no_grad():
