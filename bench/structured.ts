@@ -21,6 +21,7 @@ const SIDES: Record<string, Record<string, string>> = {
     TESSERA_GRAMMAR_LOOP_REPEATS: "0",
     TESSERA_GRAMMAR_STRING_BUDGET: "0",
     TESSERA_GRAMMAR_ITEM_BUDGET: "0",
+    TESSERA_GRAMMAR_REPLY_BUDGET: "off",
   },
   after: {},
 };

@@ -60,6 +60,7 @@ export async function startInferenceWorker(
       stringBudget: config.grammarStringBudget,
       itemBudget: config.grammarItemBudget,
       freeText: config.grammarFreeTextGuard,
+      replyBudget: config.grammarReplyBudget,
     },
   };
   return { pool, routes: inferenceRoutes({ pool, logger: inferenceLogger, workerId: config.workerId, grammar }) };

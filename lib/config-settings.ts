@@ -247,6 +247,13 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: integer(0, 1_000_000),
   },
   {
+    env: "TESSERA_GRAMMAR_REPLY_BUDGET",
+    key: "grammarReplyBudget",
+    fallback: "on",
+    help: "Close every open JSON value of a constrained reply before its max_tokens (favoured over the last quarter, forced within the reserve); off: none.",
+    parse: onOff,
+  },
+  {
     env: "TESSERA_GRAMMAR_FREE_TEXT_GUARD",
     key: "grammarFreeTextGuard",
     fallback: "off",

@@ -53,6 +53,7 @@ export interface Config {
   grammarItemBudget: number;
   /** The loop guard on auto-tools free text too. */
   grammarFreeTextGuard: boolean;
+  grammarReplyBudget: boolean;
   logLevel: LogLevel;
   natsUrl: string | undefined;
   workerId: string;

@@ -68,7 +68,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
   const grammarOptions = { ...DEFAULT_GRAMMAR_OPTIONS, workers: DEFAULT_GRAMMAR_WORKERS, ...grammar };
 
   /** The reply's grammar (InvalidArgument for a schema it cannot enforce), or undefined for free text. */
-  async function replyGrammar(engine: ModelEngine, prompt: ChatPrompt, input: ChatInput) {
+  async function replyGrammar(engine: ModelEngine, prompt: ChatPrompt, input: ChatInput, promptTokens: number) {
     const spec = grammarSpecOf(prompt, input);
     if (spec === undefined) return undefined;
     const { vocabSize, eosTokenId } = engine.decode;
@@ -82,6 +82,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
       banned: bannedTokenIds(engine.decode),
       tags,
       ...(grammarOptions.finish !== undefined ? { finish: grammarOptions.finish } : {}),
+      maxTokens: effectiveMaxTokens(input.options?.maxTokens ?? 0, promptTokens, engine.decode.maxPositions),
       onCompile: (seconds) => engine.metrics?.grammarCompileSeconds.observe({ model: engine.name }, seconds),
     });
     engine.metrics?.constrainedRequests.inc({ model: engine.name, kind: spec.kind });
@@ -170,7 +171,7 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     const input = { messages: req.messages, tools: req.tools, options: req.options };
     const { prompt, ids, choice } = await generationPrompt(req.model, engine, input, signal);
     // A schema the grammar cannot take is named before anything else about the request.
-    const grammar = await replyGrammar(engine, prompt, input);
+    const grammar = await replyGrammar(engine, prompt, input, ids.length);
     return { ids, parser: createReplyParser({ ...prompt.parser, tags: engine.model.config.specialTokens }), grammar, choice };
   }
 

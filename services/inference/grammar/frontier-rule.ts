@@ -45,14 +45,19 @@ export interface FrontierInput {
   steer?: GuessSteer;
 }
 
+/** The flag of a role (loop-guard.ts) marking a token that only closes: nothing opens after it. */
+export const ONLY_CLOSES = 4;
+
 /** A change to one guess: a token masked, and a logit bonus for the tokens of one role. */
 export interface GuessBias {
   /** The token masked (when other tokens remain allowed). */
   ban?: number;
-  /** Tokens' roles by id; those of `role` get `bonus` added to their logit. */
+  /** Tokens' roles by id (flags aside); those of `role` get `bonus` added to their logit. */
   favour?: Uint8Array;
   role?: number;
   bonus: number;
+  /** Added on top of `bonus` for the tokens of `role` flagged ONLY_CLOSES (the reply budget's last stretch). */
+  closeOnly?: number;
 }
 
 export interface GuessSteer {
@@ -173,13 +178,21 @@ export function maskedGuess(
   vocab: number,
   banned: Uint8Array,
   mask: Int32Array,
-  bias?: { ban?: number | undefined; favour?: Uint8Array | undefined; role?: number | undefined; bonus: number },
+  bias?: {
+    ban?: number | undefined;
+    favour?: Uint8Array | undefined;
+    role?: number | undefined;
+    bonus: number;
+    closeOnly?: number | undefined;
+  },
 ): { token: number; confidence: number } | undefined {
   const ban = bias?.ban ?? -1;
   const favour = bias !== undefined && bias.bonus > 0 ? bias.favour : undefined;
   const role = bias?.role ?? -1;
   const bonus = bias?.bonus ?? 0;
-  const logit = (v: number) => logits[offset + v]! + (favour !== undefined && favour[v] === role ? bonus : 0);
+  const closeOnly = bias?.closeOnly ?? 0;
+  const extra = (r: number) => ((r & ~ONLY_CLOSES) !== role ? 0 : bonus + ((r & ONLY_CLOSES) !== 0 ? closeOnly : 0));
+  const logit = (v: number) => logits[offset + v]! + (favour !== undefined ? extra(favour[v]!) : 0);
   let max = -Infinity;
   let best = -1;
   for (let w = 0; w < mask.length; w++) {

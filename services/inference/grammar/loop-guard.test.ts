@@ -7,7 +7,7 @@ import { grammarSource } from "./grammar-spec.js";
 import { MatcherState } from "./matcher-state.js";
 import { JsonTracker } from "./json-tracker.js";
 import { localSequenceGrammar } from "./local-grammar.js";
-import { type FinishRules, repeatingContinuation, ValueGuard } from "./loop-guard.js";
+import { type FinishRules, repeatingContinuation, replyPressure, ValueGuard } from "./loop-guard.js";
 import { loadXGrammar, type GrammarCompiler, type XGrammar } from "./xgrammar.js";
 
 const WORDS = ["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op", "qr", "st", "uv"];
@@ -39,13 +39,20 @@ const OFF: FinishRules = { loopRepeats: 0, stringBudget: 0, itemBudget: 0, freeT
 
 /**
  * Decodes `schema` one guessed token per step under the logits `want(committed)` gives (a
- * logit per token), up to `limit` tokens; the committed text and whether the reply ended.
+ * logit per token), up to `limit` tokens (the reply's max_tokens, given to the guard with
+ * `maxTokens`); the committed text and whether the reply ended.
  */
-async function decode(schema: object, rules: FinishRules, want: (committed: number[]) => Record<string, number>, limit = 300) {
+async function decode(
+  schema: object,
+  rules: FinishRules,
+  want: (committed: number[]) => Record<string, number>,
+  limit = 300,
+  maxTokens?: number,
+) {
   const ebnf = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), false, -1, [", ", ": "], true);
   const compiled = await compiler.compileGrammar(ebnf);
   const state = new MatcherState(await xg.GrammarMatcher.createGrammarMatcher(compiled, [EOS], false, -1));
-  const guard = ValueGuard.active(rules) ? new ValueGuard(rules, "json", bytes, "<tool_call>") : undefined;
+  const guard = ValueGuard.active(rules) ? new ValueGuard(rules, "json", bytes, "<tool_call>", maxTokens) : undefined;
   const grammar = localSequenceGrammar(state, encode, { threshold: 0.9, vocab: VOCAB.length, banned: [] }, undefined, guard);
   const committed: number[] = [];
   let loops = 0;
@@ -170,4 +177,56 @@ describe("loop guard", () => {
     grammar.dispose();
     compiled.dispose();
   });
+});
+
+describe("reply budget", () => {
+  it("is nothing until the last quarter before the reserve, then ramps, and is decisive within the reserve", () => {
+    expect(replyPressure(1024, 0, 3)).toEqual({ bonus: 0, decisive: false });
+    expect(replyPressure(1024, 1024 - 50 - 256, 3)).toEqual({ bonus: 0, decisive: false });
+    const early = replyPressure(1024, 1024 - 50 - 192, 3);
+    const late = replyPressure(1024, 1024 - 50 - 64, 3);
+    expect(early.bonus).toBeGreaterThan(0);
+    expect(late.bonus).toBeGreaterThan(early.bonus);
+    expect(late.decisive).toBe(false);
+    expect(replyPressure(1024, 1024 - 50, 3).decisive).toBe(true);
+    // A small max_tokens keeps a reserve of at most a quarter of it.
+    expect(replyPressure(24, 17, 5).decisive).toBe(false);
+    expect(replyPressure(24, 18, 5).decisive).toBe(true);
+  });
+
+  // Nested values with required members; the model writes eleven different words in turn (no
+  // repeat for the loop guard, and under the string budget) and never wants to close anything.
+  const NESTED = {
+    type: "object",
+    properties: {
+      ab: { type: "string" },
+      cd: { type: "array", items: { type: "string" } },
+      ef: { type: "object", properties: { gh: { type: "string" } }, required: ["gh"], additionalProperties: false },
+    },
+    required: ["ab", "cd", "ef"],
+    additionalProperties: false,
+  };
+  const ANY_OBJECT = { type: "object" };
+  const ramble = (committed: number[]) => ({ [WORDS[committed.length % WORDS.length]!]: 10, ", ": 3 });
+  const RULES: FinishRules = { loopRepeats: 4, stringBudget: 256, itemBudget: 64, freeText: false, replyBudget: true };
+
+  for (const [name, schema] of [
+    ["nested required members", NESTED],
+    ["any object", ANY_OBJECT],
+  ] as const) {
+    it(`a model forced to ramble ends with a complete value before a small max_tokens (${name})`, async () => {
+      // The reserve (32 + 6 per open value, at most a quarter of max_tokens) must hold the rest:
+      // 25 of this vocabulary's short tokens for the nested schema's missing members.
+      for (const maxTokens of [120, 200]) {
+        const before = await decode(schema, { ...RULES, replyBudget: false }, ramble, maxTokens, maxTokens);
+        expect(before.ended).toBe(false);
+        const after = await decode(schema, RULES, ramble, maxTokens, maxTokens);
+        expect(after.ended, after.text).toBe(true);
+        expect(after.tokens).toBeLessThanOrEqual(maxTokens);
+        const value = JSON.parse(after.text) as Record<string, unknown>;
+        if (schema === NESTED) expect(value).toEqual({ ab: expect.any(String), cd: expect.any(Array), ef: { gh: expect.any(String) } });
+        expect(after.budget).toBeGreaterThan(0);
+      }
+    });
+  }
 });

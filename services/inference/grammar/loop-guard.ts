@@ -13,11 +13,19 @@
  *   with every token or item beyond the budget, so a rambling value ends instead of eating the
  *   reply. The grammar still decides what is allowed: a closing token is favoured only where the
  *   schema lets the value end.
+ * - **Reply budget.** With the reply's `max_tokens` known, as the reply nears it every open
+ *   value is pushed to close: from the ramp's start (a quarter of `max_tokens` before the
+ *   reserve) the innermost value's closing tokens get a bonus growing to `RAMP_MAX` logits, and
+ *   within the reserve (room to close every open value and write the members still required,
+ *   estimated from the nesting depth) the tokens that only close (`"`, `"}`, `]}` …, nothing
+ *   opened after them) win wherever the grammar allows them. So a constrained reply completes
+ *   before `max_tokens` whenever the grammar lets its values end.
  */
 import type { ChatSpecialTokens } from "../model-config.js";
 import type { GuessBias } from "./frontier-rule.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import { type Frame, JsonTracker } from "./json-tracker.js";
+import { ONLY_CLOSES } from "./frontier-rule.js";
 
 export interface FinishRules {
   /** Repeats of a unit that trigger the loop guard; 0: off. */
@@ -28,9 +36,11 @@ export interface FinishRules {
   itemBudget: number;
   /** Also guard text outside JSON (auto tools' free text). */
   freeText: boolean;
+  /** Close every open value before the reply's max_tokens (replyPressure); false: off. */
+  replyBudget?: boolean;
 }
 
-export const DEFAULT_FINISH_RULES: FinishRules = { loopRepeats: 4, stringBudget: 256, itemBudget: 64, freeText: false };
+export const DEFAULT_FINISH_RULES: FinishRules = { loopRepeats: 4, stringBudget: 256, itemBudget: 64, freeText: false, replyBudget: true };
 
 /** The shortest repeating tail the loop guard acts on, in tokens. */
 const MIN_LOOP_TOKENS = 8;
@@ -39,6 +49,26 @@ const MAX_UNIT = 8;
 const PER_TOKEN = 0.5;
 const PER_ITEM = 2;
 const PER_INTERVENTION = 4;
+/** Reply budget: the reserve is RESERVE_BASE + RESERVE_PER_LEVEL per open value (at most a quarter of max_tokens). */
+const RESERVE_BASE = 32;
+const RESERVE_PER_LEVEL = 6;
+/** The ramp's bonus at the reserve, in logits, and the bonus a closing-only token gets inside it. */
+const RAMP_MAX = 12;
+const DECISIVE = 1e4;
+
+/**
+ * The reply budget's pressure with `used` of `maxTokens` committed at nesting `depth`: the ramp's
+ * bonus for the innermost value's closing tokens (0 before the ramp), and `decisive` once the
+ * tokens left are within the reserve.
+ */
+export function replyPressure(maxTokens: number, used: number, depth: number): { bonus: number; decisive: boolean } {
+  const reserve = Math.min(RESERVE_BASE + RESERVE_PER_LEVEL * depth, Math.floor(maxTokens / 4));
+  const ramp = Math.max(1, Math.floor(maxTokens / 4));
+  const left = maxTokens - used;
+  if (left <= reserve) return { bonus: RAMP_MAX, decisive: true };
+  if (left >= reserve + ramp) return { bonus: 0, decisive: false };
+  return { bonus: (RAMP_MAX * (reserve + ramp - left)) / ramp, decisive: false };
+}
 
 /** What a guess under the guard should avoid and favour. */
 export interface Steering extends GuessBias {
@@ -70,12 +100,17 @@ export function repeatingContinuation(tokens: readonly number[], from: number, r
   return undefined;
 }
 
-/** Each token's closing role: 1 starts with `"`, 2 with `]`, 3 with `}`; 0 none. */
+/**
+ * Each token's closing role: 1 starts with `"`, 2 with `]`, 3 with `}`; 0 none; plus ONLY_CLOSES
+ * when every byte of it closes something or is white space (`"}`, `]}`, `"]`, not `", "`).
+ */
 function closingRoles(tokenBytes: readonly Uint8Array[]): Uint8Array {
   const roles = new Uint8Array(tokenBytes.length);
+  const closesOnly = (bytes: Uint8Array) => bytes.every((b) => b === 0x22 || b === 0x5d || b === 0x7d || b === 0x20 || b === 0x0a);
   tokenBytes.forEach((bytes, id) => {
     const first = bytes[0];
-    roles[id] = first === 0x22 ? 1 : first === 0x5d ? 2 : first === 0x7d ? 3 : 0;
+    const role = first === 0x22 ? 1 : first === 0x5d ? 2 : first === 0x7d ? 3 : 0;
+    roles[id] = role === 0 ? 0 : role | (closesOnly(bytes) ? ONLY_CLOSES : 0);
   });
   return roles;
 }
@@ -94,6 +129,8 @@ export class ValueGuard {
     start: "json" | "free",
     tokenBytes: readonly Uint8Array[],
     openTag: string,
+    /** The reply's max_tokens (the reply budget); undefined: no reply budget. */
+    private readonly maxTokens?: number,
   ) {
     this.tracker = new JsonTracker(start, tokenBytes, openTag);
     let roles = rolesCache.get(tokenBytes);
@@ -133,11 +170,18 @@ export class ValueGuard {
     } else if (frame.kind !== "string" && rules.itemBudget > 0) {
       bonus += PER_ITEM * Math.max(0, frame.commas + 1 - rules.itemBudget);
     }
+    let closeOnly = 0;
+    if (this.maxTokens !== undefined && rules.replyBudget !== false) {
+      const pressure = replyPressure(this.maxTokens, tracker.tokens.length, tracker.frames.length);
+      bonus += pressure.bonus;
+      if (pressure.decisive) closeOnly = DECISIVE;
+    }
     if (ban === undefined && bonus === 0) return undefined;
     return {
       ...(ban !== undefined ? { ban } : {}),
       bonus,
       ...(bonus > 0 ? { favour: this.roles, role: ROLE[frame.kind as keyof typeof ROLE] } : {}),
+      ...(closeOnly > 0 ? { closeOnly } : {}),
       frame,
     };
   }
@@ -157,9 +201,15 @@ export class ValueGuard {
  */
 export function replyGuard(
   spec: GrammarSpec,
-  rules: { finish?: FinishRules | undefined },
+  rules: { finish?: FinishRules | undefined; maxTokens?: number | undefined },
   grammars: { tokenBytes: readonly Uint8Array[]; tags: ChatSpecialTokens },
 ): ValueGuard | undefined {
   if (rules.finish === undefined || !ValueGuard.active(rules.finish)) return undefined;
-  return new ValueGuard(rules.finish, spec.kind === "tool_calls" ? "free" : "json", grammars.tokenBytes, grammars.tags.toolCall[0]);
+  return new ValueGuard(
+    rules.finish,
+    spec.kind === "tool_calls" ? "free" : "json",
+    grammars.tokenBytes,
+    grammars.tags.toolCall[0],
+    rules.maxTokens,
+  );
 }

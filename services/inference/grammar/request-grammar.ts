@@ -64,6 +64,8 @@ export async function sequenceGrammar(
     tags: ChatSpecialTokens;
     /** The loop guard and length budgets (loop-guard.ts). */
     finish?: FinishRules;
+    /** The reply's max_tokens, for the reply budget. */
+    maxTokens?: number;
     onCompile?: (seconds: number) => void;
   },
 ): Promise<SequenceGrammar> {
@@ -75,6 +77,7 @@ export async function sequenceGrammar(
     vocab: options.vocab,
     banned: [...options.banned, ...tags],
     ...(options.finish !== undefined ? { finish: options.finish } : {}),
+    ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
   };
   const freeUntil = options.thinking ? tokenizer.tokenId(options.tags.thinking[1]) : undefined;
   try {

@@ -47,6 +47,8 @@ export interface GrammarRules {
   banned: readonly number[];
   /** The loop guard and the length budgets (loop-guard.ts); absent: none. */
   finish?: FinishRules;
+  /** The reply's max_tokens: the reply budget closes every value before it (loop-guard.ts). */
+  maxTokens?: number;
 }
 
 /** What the grammar did for one reply (logs, metrics, the benchmark). */
