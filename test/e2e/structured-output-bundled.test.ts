@@ -100,6 +100,41 @@ describe.skipIf(!existsSync(BUNDLED_MODEL_DIR))("structured output on the bundle
     expect(Number.isSafeInteger(JSON.parse(integer.choices[0]!.message.content!))).toBe(true);
   });
 
+  it("replies that rambled to max_tokens close every value before a small max_tokens (reply budget)", async () => {
+    // Two of bench/structured.ts's cases that reached `length` at 1,024 tokens before the reply
+    // budget: a json_object and an array of objects with two strings each, here at 128 tokens.
+    const item = {
+      type: "object",
+      properties: { explanation: { type: "string" }, output: { type: "string" } },
+      required: ["explanation", "output"],
+    };
+    const steps = {
+      type: "object",
+      properties: { steps: { type: "array", items: item }, final_answer: { type: "string" } },
+      required: ["steps", "final_answer"],
+    };
+    const requests = [
+      { content: "Describe yourself as JSON.", response_format: { type: "json_object" as const }, schema: { type: "object" } },
+      {
+        content: "Solve 8x + 7 = -23 step by step.",
+        response_format: { type: "json_schema" as const, json_schema: { name: "steps", schema: steps } },
+        schema: steps,
+      },
+    ];
+    for (const { content, response_format, schema } of requests) {
+      const reply = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content }],
+        response_format,
+        max_tokens: 128,
+      });
+      const choice = reply.choices[0]!;
+      expect(choice.finish_reason, choice.message.content ?? "").toBe("stop");
+      expect(reply.usage!.completion_tokens).toBeLessThanOrEqual(128);
+      expect(ajv.validate(schema, JSON.parse(choice.message.content!))).toBe(true);
+    }
+  });
+
   describe("an auto call cut by max_tokens is a call, never markup", () => {
     const parameters = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
     // A question the bundled model answers with a call (deterministic decoding), cut inside it.
