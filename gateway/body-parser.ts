@@ -1,5 +1,5 @@
-import type { Worker } from "node:worker_threads";
-import { startModuleWorker } from "../services/inference/module-worker.js";
+import { startModuleWorker } from "../lib/module-worker.js";
+import { WorkerChannel } from "../lib/worker-channel.js";
 import { prepareBody, type BodyPreparer } from "./body-prepare.js";
 import type { BodyAnswer, BodyJob } from "./body-worker.js";
 import { HttpError } from "./errors.js";
@@ -32,57 +32,28 @@ export interface BodyParserOptions {
  */
 export function createBodyParser(options: BodyParserOptions = {}): BodyParser {
   const fromBytes = options.workerFromBytes ?? WORKER_BODY_BYTES;
-  let worker: Worker | undefined;
-  let nextId = 0;
-  const pending = new Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>();
-
-  function failAll(err: Error): void {
-    worker = undefined;
-    for (const job of pending.values()) job.reject(err);
-    pending.clear();
-  }
-
-  function started(): Worker {
-    if (worker !== undefined) return worker;
-    const w = startModuleWorker("body-worker", undefined, import.meta.url);
-    w.unref();
-    w.on("message", (answer: BodyAnswer) => {
-      const job = pending.get(answer.id);
-      if (job === undefined) return;
-      pending.delete(answer.id);
-      if ("value" in answer) job.resolve(answer.value);
-      else if ("refused" in answer) {
-        const { status, type, message, options: refusal } = answer.refused;
-        job.reject(new HttpError(status, type, message, refusal));
-      } else job.reject(new Error(`body worker: ${answer.failed}`));
-    });
-    w.on("error", (err) => {
-      if (worker === w) failAll(err);
-    });
-    w.on("exit", (code) => {
-      if (worker === w) failAll(new Error(`body worker exited with code ${code}`));
-    });
-    worker = w;
-    return w;
-  }
+  const channel = new WorkerChannel<BodyJob, BodyAnswer>({
+    start: () => startModuleWorker("body-worker", import.meta.url),
+    name: "the body worker",
+    restart: true,
+    lazy: true,
+    settle(answer) {
+      if ("value" in answer) return { value: answer.value };
+      if ("failed" in answer) return { error: new Error(`body worker: ${answer.failed}`) };
+      const { status, type, message, options: refusal } = answer.refused;
+      return { error: new HttpError(status, type, message, refusal) };
+    },
+  });
 
   return {
     parse(bytes, prepare) {
       if (bytes.length < fromBytes) return prepareBody(bytes, prepare);
-      const w = started();
-      const id = nextId++;
-      const job: BodyJob = { id, bytes, prepare };
       // Transfer the memory when the buffer owns all of it (Buffer.concat's result); copy a slice of a shared one.
       const owns = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && !(bytes.buffer instanceof SharedArrayBuffer);
-      return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject });
-        w.postMessage(job, owns ? [bytes.buffer as ArrayBuffer] : []);
-      });
+      return channel.call({ bytes, prepare }, owns ? [bytes.buffer as ArrayBuffer] : []);
     },
     async close() {
-      const w = worker;
-      worker = undefined;
-      if (w !== undefined) await w.terminate();
+      await channel.terminate();
     },
   };
 }

@@ -1,6 +1,6 @@
-import type { Worker } from "node:worker_threads";
+import { startModuleWorker } from "../../lib/module-worker.js";
+import { type Unnumbered, WorkerChannel } from "../../lib/worker-channel.js";
 import type { ChatTemplateVariables } from "./chat-prompt.js";
-import { startModuleWorker } from "./module-worker.js";
 import { TemplateRenderError, textOpsOf, type ScoreTokens, type TextOps, type TextSource } from "./text-ops.js";
 import { TEXT_WORKER_MARK, type TextReply, type TextRequest } from "./text-worker.js";
 
@@ -26,69 +26,39 @@ export function inThreadText(ops: TextOps): ModelText {
   };
 }
 
-type Pending = { resolve: (value: unknown) => void; reject: (err: Error) => void };
-type Op = TextRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
-
 /** Text worker threads per model: a small request goes to one not busy with a large one. */
 export const TEXT_WORKERS = 2;
 /** Characters of text in flight on the first thread past which a request goes to the least busy thread (about 70 ms of tokenizing). */
 const BUSY_CHARS = 64 * 1024;
 
-/** One text worker thread (text-worker.ts), started on first use and again after a crash. */
+/** One text worker thread (text-worker.ts), started on first use and again after a crash, and the characters in flight on it. */
 class TextThread {
-  private worker: Worker | undefined;
-  private nextId = 1;
-  readonly pending = new Map<number, Pending>();
+  private readonly channel: WorkerChannel<TextRequest, TextReply>;
   /** Characters of the requests in flight. */
   chars = 0;
 
-  constructor(private readonly source: TextSource) {}
-
-  call<T>(op: Op, chars: number): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.worker ??= this.start();
-      const id = this.nextId++;
-      this.chars += chars;
-      const settle =
-        <V>(then: (v: V) => void) =>
-        (v: V) => {
-          this.chars -= chars;
-          then(v);
-        };
-      this.pending.set(id, { resolve: settle(resolve as (value: unknown) => void), reject: settle(reject) });
-      this.worker.ref();
-      this.worker.postMessage({ ...op, id });
+  constructor(source: TextSource) {
+    this.channel = new WorkerChannel<TextRequest, TextReply>({
+      start: () => startModuleWorker("text-worker", import.meta.url, { mark: TEXT_WORKER_MARK, source }),
+      name: "the text worker",
+      restart: true,
+      lazy: true,
+      settle: (reply) =>
+        reply.ok ? { value: reply.value } : { error: reply.template ? new TemplateRenderError(reply.message) : new Error(reply.message) },
     });
   }
 
-  async close(): Promise<void> {
-    const running = this.worker;
-    this.worker = undefined;
-    if (running !== undefined) await running.terminate();
+  async call<T>(op: Unnumbered<TextRequest>, chars: number): Promise<T> {
+    this.chars += chars;
+    try {
+      return await this.channel.call<T>(op);
+    } finally {
+      this.chars -= chars;
+    }
   }
 
-  private start(): Worker {
-    const started = startModuleWorker("text-worker", { mark: TEXT_WORKER_MARK, source: this.source });
-    started.on("message", (reply: TextReply) => {
-      const p = this.pending.get(reply.id);
-      if (p === undefined) return;
-      this.pending.delete(reply.id);
-      if (this.pending.size === 0) started.unref();
-      if (reply.ok) p.resolve(reply.value);
-      else p.reject(reply.template ? new TemplateRenderError(reply.message) : new Error(reply.message));
-    });
-    started.on("error", (err) => this.failAll(err));
-    started.on("exit", (code) => {
-      if (this.worker === started) this.worker = undefined;
-      this.failAll(new Error(`the text worker exited (code ${code})`));
-    });
-    started.unref();
-    return started;
-  }
-
-  private failAll(err: Error): void {
-    for (const p of this.pending.values()) p.reject(err);
-    this.pending.clear();
+  close(): Promise<void> {
+    return this.channel.terminate();
   }
 }
 
@@ -102,7 +72,7 @@ class TextThread {
  */
 export function workerText(source: TextSource, threads = TEXT_WORKERS): ModelText {
   const pool = Array.from({ length: Math.max(1, threads) }, () => new TextThread(source));
-  const call = <T>(op: Op): Promise<T> => {
+  const call = <T>(op: Unnumbered<TextRequest>): Promise<T> => {
     const chars = textChars(op);
     const first = pool[0]!;
     const thread = first.chars < BUSY_CHARS ? first : pool.reduce((a, b) => (b.chars < a.chars ? b : a));

@@ -2,9 +2,9 @@
 // worker): `WorkerSession`, with the surface of `ort.InferenceSession`; `repeatedRowFeed`,
 // which sends a batch whose rows all repeat one row (a readout's past) as that one row; and
 // `handOver`, which sends a feed's buffer without a copy.
-import type { Worker } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
-import { startModuleWorker } from "./module-worker.js";
+import { startModuleWorker } from "../../lib/module-worker.js";
+import { type Unnumbered, WorkerChannel } from "../../lib/worker-channel.js";
 import {
   WORKER_MARK,
   type OpenedReply,
@@ -77,13 +77,6 @@ function sendable(data: ArrayBufferView, transfer: ArrayBuffer[]): ArrayBufferVi
   return copy;
 }
 
-/** The session's worker thread (onnx-worker.ts). */
-function startWorker(): Worker {
-  return startModuleWorker("onnx-worker", WORKER_MARK);
-}
-
-type Pending = { resolve: (reply: WorkerReply & { ok: true }) => void; reject: (err: Error) => void };
-
 /**
  * An ONNX Runtime session living on its own worker thread, with the surface of
  * `ort.InferenceSession`. Feeds are copied once into fresh buffers that are transferred
@@ -97,40 +90,21 @@ export class WorkerSession implements ort.InferenceSession {
   outputNames: readonly string[] = [];
   inputMetadata: readonly ort.InferenceSession.ValueMetadata[] = [];
   outputMetadata: readonly ort.InferenceSession.ValueMetadata[] = [];
-  readonly #worker: Worker;
-  readonly #pending = new Map<number, Pending>();
-  #nextId = 1;
-  /** Set once the worker is gone (released, crashed): every later request fails with it. */
-  #gone: Error | undefined;
+  /** The session's worker thread (onnx-worker.ts); gone once released or crashed, after which every request fails. */
+  readonly #channel = new WorkerChannel<WorkerRequest, WorkerReply>({
+    start: () => startModuleWorker("onnx-worker", import.meta.url, WORKER_MARK),
+    name: "ONNX Runtime worker",
+    settle: (reply) => (reply.ok ? { value: reply } : { error: Object.assign(new Error(reply.error.message), { name: reply.error.name }) }),
+  });
   /** Where the last run spent its time (the worker's fill and ONNX Runtime run, and the whole round trip). */
   lastRun: (WorkerRunTiming & { totalMs: number }) | undefined;
 
-  private constructor(worker: Worker) {
-    this.#worker = worker;
-    worker.unref();
-    worker.on("message", (reply: WorkerReply) => {
-      const p = this.#pending.get(reply.id);
-      if (p === undefined) return;
-      this.#settled(reply.id);
-      if (reply.ok) p.resolve(reply);
-      else p.reject(Object.assign(new Error(reply.error.message), { name: reply.error.name }));
-    });
-    const fail = (err: Error) => {
-      this.#gone ??= err;
-      for (const [id, p] of this.#pending) {
-        this.#settled(id);
-        p.reject(err);
-      }
-    };
-    worker.on("error", (err) => fail(new Error(`ONNX Runtime worker failed: ${err.message}`, { cause: err })));
-    worker.on("messageerror", (err) => fail(new Error(`ONNX Runtime worker message failed: ${err.message}`, { cause: err })));
-    worker.on("exit", (code) => fail(new Error(`ONNX Runtime worker exited (code ${code})`)));
-  }
+  private constructor() {}
 
   static async open(model: string | Uint8Array, options: ort.InferenceSession.SessionOptions): Promise<WorkerSession> {
-    const session = new WorkerSession(startWorker());
+    const session = new WorkerSession();
     try {
-      const reply = await session.#request({ kind: "open", id: 0, model, options });
+      const reply = await session.#request({ kind: "open", model, options });
       const opened = reply.opened as OpenedReply;
       session.inputNames = opened.inputNames;
       session.outputNames = opened.outputNames;
@@ -138,8 +112,7 @@ export class WorkerSession implements ort.InferenceSession {
       session.outputMetadata = opened.outputMetadata;
       return session;
     } catch (err) {
-      session.#gone ??= new Error("ONNX Runtime session failed to open");
-      await session.#worker.terminate();
+      await session.#channel.terminate(new Error("ONNX Runtime session failed to open"));
       throw err;
     }
   }
@@ -171,7 +144,7 @@ export class WorkerSession implements ort.InferenceSession {
         wire[name] = { type: value.type, dims: value.dims, data };
       }
     }
-    const reply = await this.#request({ kind: "run", id: 0, feeds: wire, fetches, options }, transfer);
+    const reply = await this.#request({ kind: "run", feeds: wire, fetches, options }, transfer);
     const out: Record<string, ort.Tensor> = {};
     for (const [name, t] of Object.entries(reply.outputs ?? {})) out[name] = new ort.Tensor(t.type, t.data as never, t.dims);
     if (reply.timing !== undefined) this.lastRun = { ...reply.timing, totalMs: performance.now() - started };
@@ -179,12 +152,11 @@ export class WorkerSession implements ort.InferenceSession {
   }
 
   async release(): Promise<void> {
-    if (this.#gone !== undefined) return;
+    if (this.#channel.gone !== undefined) return;
     try {
-      await this.#request({ kind: "release", id: 0 });
+      await this.#request({ kind: "release" });
     } finally {
-      this.#gone ??= new Error("ONNX Runtime session was released");
-      await this.#worker.terminate();
+      await this.#channel.terminate(new Error("ONNX Runtime session was released"));
     }
   }
 
@@ -212,23 +184,7 @@ export class WorkerSession implements ort.InferenceSession {
     return { fetches: names, options };
   }
 
-  #request(req: WorkerRequest, transfer: ArrayBuffer[] = []): Promise<WorkerReply & { ok: true }> {
-    if (this.#gone !== undefined) return Promise.reject(this.#gone);
-    const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
-      if (this.#pending.size === 0) this.#worker.ref();
-      this.#pending.set(id, { resolve, reject });
-      try {
-        this.#worker.postMessage({ ...req, id }, transfer);
-      } catch (err) {
-        this.#settled(id);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
-    });
-  }
-
-  #settled(id: number): void {
-    this.#pending.delete(id);
-    if (this.#pending.size === 0) this.#worker.unref();
+  #request(req: Unnumbered<WorkerRequest>, transfer: ArrayBuffer[] = []): Promise<WorkerReply & { ok: true }> {
+    return this.#channel.call(req, transfer);
   }
 }

@@ -1,14 +1,11 @@
 import { readFileSync } from "node:fs";
-import type { Worker } from "node:worker_threads";
-import { startModuleWorker } from "../module-worker.js";
+import { startModuleWorker } from "../../../lib/module-worker.js";
+import { type Unnumbered, WorkerChannel } from "../../../lib/worker-channel.js";
 import type { FrontierCommit } from "./frontier-rule.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import { GRAMMAR_WORKER_MARK, type GrammarReply, type GrammarRequest, type GrammarWorkerData } from "./grammar-worker.js";
 import { SchemaError } from "./schema-check.js";
 import type { ForcedCommit, GrammarRules, SequenceGrammar } from "./sequence-grammar.js";
-
-type Pending = { resolve: (value: unknown) => void; reject: (err: Error) => void };
-type Op = GrammarRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
 
 /** Linux's clock ticks per second for /proc CPU times (USER_HZ, 100 on every architecture Node runs on). */
 const TICKS_PER_SECOND = 100;
@@ -28,30 +25,23 @@ export class GrammarLane {
   /** A compile is running (or about to). */
   compiling = false;
   exited = false;
-  private readonly worker: Worker;
+  private readonly channel: WorkerChannel<GrammarRequest, GrammarReply>;
   private readonly loaded: Promise<string | undefined>;
-  private nextId = 1;
   private nextHandle = 1;
-  private readonly pending = new Map<number, Pending>();
 
   constructor(data: Omit<GrammarWorkerData, "mark">, onExit: (lane: GrammarLane) => void) {
-    const worker = startModuleWorker("grammar-worker", { ...data, mark: GRAMMAR_WORKER_MARK }, import.meta.url);
-    worker.on("message", (reply: GrammarReply) => {
-      const p = this.pending.get(reply.id);
-      if (p === undefined) return;
-      this.pending.delete(reply.id);
-      if (this.pending.size === 0) worker.unref();
-      if (reply.ok) p.resolve(reply.value);
-      else p.reject(reply.schema ? new SchemaError(reply.message) : new Error(`grammar: ${reply.message}`));
+    this.channel = new WorkerChannel<GrammarRequest, GrammarReply>({
+      start: () => startModuleWorker("grammar-worker", import.meta.url, { ...data, mark: GRAMMAR_WORKER_MARK }),
+      name: "the grammar worker",
+      settle: (reply) =>
+        reply.ok
+          ? { value: reply.value }
+          : { error: reply.schema ? new SchemaError(reply.message) : new Error(`grammar: ${reply.message}`) },
+      onExit: () => {
+        this.exited = true;
+        onExit(this);
+      },
     });
-    worker.on("error", (err) => this.failAll(err));
-    worker.on("exit", (code) => {
-      this.exited = true;
-      this.failAll(new Error(`the grammar worker exited (code ${code})`));
-      onExit(this);
-    });
-    worker.unref();
-    this.worker = worker;
     this.loaded = this.call<string | undefined>({ op: "load" });
     // A lane terminated before anyone awaited its load (a spare thread, a stopped compile) must
     // not leave an unhandled rejection behind; awaiters still see the error.
@@ -98,7 +88,7 @@ export class GrammarLane {
         if (disposed) return;
         disposed = true;
         this.live--;
-        if (!this.exited) this.worker.postMessage({ op: "dispose", handle, id: 0 } satisfies GrammarRequest);
+        if (!this.exited) this.channel.post({ op: "dispose", handle, id: 0 });
         options.onDispose?.();
       },
       ...(options.freeUntil !== undefined ? { freeUntil: options.freeUntil } : {}),
@@ -114,21 +104,11 @@ export class GrammarLane {
   /** Stops the thread (a compile past its budget, an abort, shutdown): its WASM memory goes with it. */
   async terminate(): Promise<void> {
     this.exited = true;
-    await this.worker.terminate();
+    await this.channel.terminate();
   }
 
-  private call<T>(op: Op, transfer: ArrayBuffer[] = []): Promise<T> {
+  private call<T>(op: Unnumbered<GrammarRequest>, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.exited) return Promise.reject(new Error("the grammar worker of this reply exited"));
-    return new Promise<T>((resolve, reject) => {
-      const id = this.nextId++;
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      this.worker.ref();
-      this.worker.postMessage({ ...op, id }, transfer);
-    });
-  }
-
-  private failAll(err: Error): void {
-    for (const p of this.pending.values()) p.reject(err);
-    this.pending.clear();
+    return this.channel.call<T>(op, transfer);
   }
 }

@@ -6,10 +6,10 @@ import { Worker } from "node:worker_threads";
 
 /**
  * Starts the worker thread whose entry point is `name` (without extension) in the folder of
- * `from` (a module's `import.meta.url`; default this folder): the built `.js` file, or under
- * tsx or vitest the TypeScript source through tsx-worker-bootstrap.mjs.
+ * `from` (the calling module's `import.meta.url`): the built `.js` file, or under tsx or
+ * vitest the TypeScript source through tsx-worker-bootstrap.mjs.
  */
-export function startModuleWorker(name: string, workerData: unknown, from: string = import.meta.url): Worker {
+export function startModuleWorker(name: string, from: string, workerData?: unknown): Worker {
   if (!from.endsWith(".ts")) return new Worker(new URL(`./${name}.js`, from), { workerData });
   const entry = new URL(`./${name}.ts`, from).href;
   return new Worker(new URL("./tsx-worker-bootstrap.mjs", import.meta.url), { argv: [tsxEsmApi(), entry], workerData, execArgv: [] });
