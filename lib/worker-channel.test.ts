@@ -83,7 +83,9 @@ describe("WorkerChannel", () => {
       promisify(execFile)(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script(calls)], { timeout: 20_000 });
     const idle = await run(`console.log(await channel.call({ op: "echo", value: "answered" }));`);
     expect(idle.stdout.trim()).toBe("answered");
-    const pending = await run(`channel.call({ op: "echo", value: "late", delayMs: 300 }).then((v) => console.log(v));`);
+    // The worker is running (and idle) before the call that keeps the process open is made.
+    const pending = await run(`await channel.call({ op: "echo", value: "started" });
+      channel.call({ op: "echo", value: "late", delayMs: 300 }).then((v) => console.log(v));`);
     expect(pending.stdout.trim()).toBe("late");
   }, 30_000);
 });

@@ -1,5 +1,6 @@
 // A worker thread for lib/worker-channel.test.ts: echoes, sums transferred floats, fails and crashes on request.
 import { parentPort } from "node:worker_threads";
+import type { Unnumbered } from "../../lib/worker-channel.js";
 
 export type EchoRequest =
   | { id: number; op: "echo"; value: string; delayMs?: number }
@@ -12,7 +13,7 @@ export type EchoReply = { id: number; ok: true; value: unknown } | { id: number;
 
 const port = parentPort!;
 port.on("message", (request: EchoRequest) => {
-  const reply = (r: Omit<EchoReply, "id">) => port.postMessage({ ...r, id: request.id });
+  const reply = (r: Unnumbered<EchoReply>) => port.postMessage({ ...r, id: request.id });
   switch (request.op) {
     case "echo":
       setTimeout(() => reply({ ok: true, value: request.value }), request.delayMs ?? 0);
