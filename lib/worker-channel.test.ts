@@ -69,6 +69,9 @@ describe("WorkerChannel", () => {
     await channel.terminate();
     await expect(hanging).rejects.toThrow("the echo worker exited");
     await expect(channel.call({ op: "echo", value: "after close" })).resolves.toBe("after close");
+    const closing = expect(channel.call({ op: "hang" })).rejects.toThrow("the echo worker was closed");
+    await channel.terminate(new Error("the echo worker was closed"));
+    await closing;
   });
 
   it("keeps the process open only while a call is pending", async () => {

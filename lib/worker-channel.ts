@@ -81,14 +81,18 @@ export class WorkerChannel<Request extends { id: number }, Reply extends { id: n
   }
 
   /**
-   * Stops the worker; the calls pending on it fail as its exit fails them. `reason` is the
-   * error later calls fail with (a channel without restart; default the exit's error).
+   * Stops the worker. The calls pending on it fail with `reason` where one is given (and a
+   * channel without restart then fails later calls with it), else as its exit fails them.
    */
   async terminate(reason?: Error): Promise<void> {
     const worker = this.#worker;
-    if (!this.options.restart && reason !== undefined) this.#gone ??= reason;
+    if (worker === undefined) {
+      if (!this.options.restart && reason !== undefined) this.#gone ??= reason;
+      return;
+    }
+    if (reason !== undefined) this.#lost(worker, reason);
     if (this.options.restart) this.#worker = undefined;
-    if (worker !== undefined) await worker.terminate();
+    await worker.terminate();
   }
 
   #start(): Worker {

@@ -1,6 +1,6 @@
 /** The worker thread of image-preprocessor.ts: Gemma 4's preprocessing off the event loop. */
 import { parentPort } from "node:worker_threads";
-import { preprocessImage, type VisionSettings } from "./image-preprocess.js";
+import { type PreprocessedImage, preprocessImage, type VisionSettings } from "./image-preprocess.js";
 
 export interface ImageJob {
   id: number;
@@ -10,11 +10,16 @@ export interface ImageJob {
   settings: VisionSettings;
 }
 
+export type ImageReply = { id: number; out?: PreprocessedImage; error?: string };
+
 parentPort!.on("message", (job: ImageJob) => {
   try {
     const out = preprocessImage(job.rgb, job.width, job.height, job.settings);
-    parentPort!.postMessage({ id: job.id, out }, [out.pixelValues.buffer as ArrayBuffer, out.positions.buffer as ArrayBuffer]);
+    parentPort!.postMessage({ id: job.id, out } satisfies ImageReply, [
+      out.pixelValues.buffer as ArrayBuffer,
+      out.positions.buffer as ArrayBuffer,
+    ]);
   } catch (err) {
-    parentPort!.postMessage({ id: job.id, error: err instanceof Error ? err.message : String(err) });
+    parentPort!.postMessage({ id: job.id, error: err instanceof Error ? err.message : String(err) } satisfies ImageReply);
   }
 });
