@@ -139,8 +139,8 @@ describe("GrammarPool", () => {
       await expect(refused).rejects.toBeInstanceOf(SchemaError);
       await expect(refused).rejects.toThrow(/did not compile within the budget of 300 ms/);
       expect(slowestMs).toBeLessThan(250);
-      await new Promise((r) => setTimeout(r, 50));
-      expect(pool.size).toBe(2);
+      // The terminated thread's exit arrives when it arrives (later on a loaded machine).
+      await expect.poll(() => pool.size, { timeout: 10_000 }).toBe(2);
       // Remembered: refused at once, no thread started.
       const t = performance.now();
       await expect(pool.start({ kind: "json_schema", schema: slow }, rules)).rejects.toThrow(/within the budget/);
