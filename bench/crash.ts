@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { TINY_MODEL_DIR } from "../support/tiny-model.js";
-import { crashTrials, createKey, writeCatalog } from "./_hostile.js";
+import { crashTrials, createKey, writeCatalog } from "../support/hostile.js";
 
 const { values } = parseArgs({ options: { trials: { type: "string", default: "20" } } });
 const count = Number(values.trials);

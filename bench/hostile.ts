@@ -32,8 +32,8 @@ import {
   rssOf,
   smallDecisionBody,
   wideDecisionBody,
-} from "./_hostile.js";
-import { requestFrom, startSlowBodyFlood } from "./_slow-bodies.js";
+} from "../support/hostile.js";
+import { requestFrom, startSlowBodyFlood } from "../support/slow-bodies.js";
 
 const MiB = 1024 * 1024;
 

@@ -2,32 +2,20 @@
 // 3.6 KB) sent to `tessera serve` in a process of its own must not hold its event loop: /healthz,
 // /readyz and /metrics answer within 1 s throughout, on the public port and on the operations
 // port (TESSERA_OPS_PORT), and no answer is a 5xx.
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hugeChatBody, probeWhile, startServe, writeCatalog, type ServeChild } from "../../bench/_hostile.js";
+import { hugeChatBody, probeWhile, startTinyServe, type TinyServe } from "../../support/hostile.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
-const scratch = mkdtempSync(join(tmpdir(), "tessera-bodies-"));
-const key = `tsr_${randomBytes(32).toString("base64url")}`;
-let serve: ServeChild;
+let serve: TinyServe;
+const key = () => serve.key;
 
 beforeAll(async () => {
-  serve = await startServe({
-    TESSERA_DATA_DIR: join(scratch, "data"),
-    TESSERA_MODELS_CONFIG: writeCatalog(scratch, TINY_MODEL_DIR),
-    TESSERA_BOOTSTRAP_KEY: key,
-    TESSERA_DEFAULT_RPM: "100000",
-    TESSERA_LOG_LEVEL: "info",
+  serve = await startTinyServe("bodies", TINY_MODEL_DIR, {
     TESSERA_OPS_PORT: "0",
   });
 }, 90_000);
 afterAll(async () => {
-  serve?.child.kill("SIGKILL");
-  await serve?.exited;
-  rmSync(scratch, { recursive: true, force: true });
+  await serve?.close();
 });
 
 describe("three concurrent 7.4 MB chat bodies", () => {
@@ -38,7 +26,7 @@ describe("three concurrent 7.4 MB chat bodies", () => {
       [0, 1, 2].map(async () => {
         const res = await fetch(`${serve.url}/v1/chat/completions`, {
           method: "POST",
-          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          headers: { authorization: `Bearer ${key()}`, "content-type": "application/json" },
           body,
         });
         return { status: res.status, body: (await res.json()) as { error?: { message: string } } };
@@ -72,7 +60,7 @@ describe("the operations port", () => {
     expect((await fetch(`${serve.opsUrl}/readyz`)).status).toBe(200);
     const metrics = await fetch(`${serve.opsUrl}/metrics`);
     expect(await metrics.text()).toMatch(/tessera_http_requests_total/);
-    const other = await fetch(`${serve.opsUrl}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+    const other = await fetch(`${serve.opsUrl}/v1/models`, { headers: { authorization: `Bearer ${key()}` } });
     expect(other.status).toBe(404);
     expect(((await other.json()) as { detail: { message: string } }).detail.message).toMatch(/only/);
   });

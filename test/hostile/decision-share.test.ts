@@ -4,38 +4,25 @@
 // options, rows of about 1,800 tokens prefilled in chunks of TESSERA_MAX_DECISION_ROW_TOKENS, work
 // just under TESSERA_MAX_DECISION_WORK_TOKENS) a 16-token chat is answered within 3 s while the
 // server's RSS stays under 1 GB.
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { peakRssWhile, startServe, wideDecisionBody, writeCatalog, type ServeChild } from "../../bench/_hostile.js";
+import { peakRssWhile, startTinyServe, wideDecisionBody, type TinyServe } from "../../support/hostile.js";
 import { BUNDLED_MODEL_DIR } from "../helpers/tessera.js";
 
-const scratch = mkdtempSync(join(tmpdir(), "tessera-decision-share-"));
-const key = `tsr_${randomBytes(32).toString("base64url")}`;
-let serve: ServeChild;
+let serve: TinyServe;
+const key = () => serve.key;
 
 beforeAll(async () => {
-  serve = await startServe({
-    TESSERA_DATA_DIR: join(scratch, "data"),
-    TESSERA_MODELS_CONFIG: writeCatalog(scratch, BUNDLED_MODEL_DIR),
-    TESSERA_BOOTSTRAP_KEY: key,
-    TESSERA_DEFAULT_RPM: "100000",
-    TESSERA_LOG_LEVEL: "info",
-  });
+  serve = await startTinyServe("decision-share", BUNDLED_MODEL_DIR);
 }, 120_000);
 afterAll(async () => {
-  serve?.child.kill("SIGKILL");
-  await serve?.exited;
-  rmSync(scratch, { recursive: true, force: true });
+  await serve?.close();
 });
 
 async function post(path: string, body: string) {
   const started = performance.now();
   const res = await fetch(serve.url + path, {
     method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${key()}`, "content-type": "application/json" },
     body,
   });
   return { status: res.status, text: await res.text(), ms: performance.now() - started };

@@ -6,32 +6,20 @@
 // are stopped at the budget); a schema with no finite value is a 400, also repeated, and the
 // server's RSS stays within 100 MiB; 128 tools of 50,000-character descriptions are refused
 // in < 1 s before any tokenizing, with a chat beside them answered within 1 s.
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rssOf, startServe, writeCatalog, type ServeChild } from "../../bench/_hostile.js";
+import { rssOf, startTinyServe, type TinyServe } from "../../support/hostile.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
-const scratch = mkdtempSync(join(tmpdir(), "tessera-grammar-load-"));
-const key = `tsr_${randomBytes(32).toString("base64url")}`;
-let serve: ServeChild;
+let serve: TinyServe;
+const key = () => serve.key;
 
 beforeAll(async () => {
-  serve = await startServe({
-    TESSERA_DATA_DIR: join(scratch, "data"),
-    TESSERA_MODELS_CONFIG: writeCatalog(scratch, TINY_MODEL_DIR),
-    TESSERA_BOOTSTRAP_KEY: key,
-    TESSERA_DEFAULT_RPM: "100000",
-    TESSERA_LOG_LEVEL: "info",
+  serve = await startTinyServe("grammar-load", TINY_MODEL_DIR, {
     TESSERA_GRAMMAR_COMPILE_BUDGET_MS: "600",
   });
 }, 90_000);
 afterAll(async () => {
-  serve?.child.kill("SIGKILL");
-  await serve?.exited;
-  rmSync(scratch, { recursive: true, force: true });
+  await serve?.close();
 });
 
 type Answer = { status: number; ms: number; body: { error?: { message: string }; choices?: unknown[] } };
@@ -40,7 +28,7 @@ async function chat(body: object): Promise<Answer> {
   const started = performance.now();
   const res = await fetch(`${serve.url}/v1/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${key()}`, "content-type": "application/json" },
     body: JSON.stringify({ model: "textmodel-26b", max_tokens: 16, messages: [{ role: "user", content: "Hi" }], ...body }),
   });
   const answer = (await res.json()) as Answer["body"];

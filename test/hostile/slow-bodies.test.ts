@@ -4,27 +4,17 @@
 // second and reconnects when closed. Throughout, /healthz from a sixth address answers ≥ 95% of
 // its probes and an authenticated chat from a seventh is answered 200. (The full-size run, 1,100
 // connections of a byte every 5 s: `npx tsx bench/hostile.ts slowbodies`.)
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startServe, writeCatalog, type ServeChild } from "../../bench/_hostile.js";
-import { requestFrom, startSlowBodyFlood, type Flood } from "../../bench/_slow-bodies.js";
+import { startTinyServe, type TinyServe } from "../../support/hostile.js";
+import { requestFrom, startSlowBodyFlood, type Flood } from "../../support/slow-bodies.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
-const scratch = mkdtempSync(join(tmpdir(), "tessera-slow-bodies-"));
-const key = `tsr_${randomBytes(32).toString("base64url")}`;
-let serve: ServeChild;
+let serve: TinyServe;
+const key = () => serve.key;
 let flood: Flood | undefined;
 
 beforeAll(async () => {
-  serve = await startServe({
-    TESSERA_DATA_DIR: join(scratch, "data"),
-    TESSERA_MODELS_CONFIG: writeCatalog(scratch, TINY_MODEL_DIR),
-    TESSERA_BOOTSTRAP_KEY: key,
-    TESSERA_DEFAULT_RPM: "100000",
-    TESSERA_LOG_LEVEL: "info",
+  serve = await startTinyServe("slow-bodies", TINY_MODEL_DIR, {
     TESSERA_MAX_CONNECTIONS: "256",
     TESSERA_MAX_CONNECTIONS_PER_ADDRESS: "64",
     TESSERA_MAX_RECEIVING_CONNECTIONS: "64",
@@ -32,9 +22,7 @@ beforeAll(async () => {
 }, 90_000);
 afterAll(async () => {
   await flood?.stop();
-  serve?.child.kill("SIGKILL");
-  await serve?.exited;
-  rmSync(scratch, { recursive: true, force: true });
+  await serve?.close();
 });
 
 describe("a flood of trickling keyless bodies", () => {
@@ -45,7 +33,7 @@ describe("a flood of trickling keyless bodies", () => {
       requestFrom(port, "127.0.0.8", {
         method: "POST",
         path: "/v1/chat/completions",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        headers: { authorization: `Bearer ${key()}`, "content-type": "application/json" },
         body: chatBody,
         timeoutMs: 20_000,
       });

@@ -1,7 +1,9 @@
-// What the hostile-load benchmark and tests share: request bodies as an attacker sends them,
+// What the hostile-load benchmark and tests share (support/: imported by bench/ and test/ only): request bodies as an attacker sends them,
 // probes that time the health endpoints, resident memory of a process, and `tessera keys`.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
@@ -185,6 +187,40 @@ export async function startServe(env: Record<string, string>, timeoutMs = 60_000
     });
   });
   return { url, opsUrl, lines, child, exited };
+}
+
+export interface TinyServe extends ServeChild {
+  key: string;
+  scratch: string;
+  /** Kills the server (SIGKILL) and removes its data directory. */
+  close(): Promise<void>;
+}
+
+/**
+ * `tessera serve` of the tiny test model in a process of its own, with a bootstrap key, a data
+ * directory under a fresh temporary folder, and a rate no test reaches; `env` adds or overrides.
+ */
+export async function startTinyServe(name: string, modelDir: string, env: Record<string, string> = {}): Promise<TinyServe> {
+  const scratch = mkdtempSync(join(tmpdir(), `tessera-${name}-`));
+  const key = `tsr_${randomBytes(32).toString("base64url")}`;
+  const serve = await startServe({
+    TESSERA_DATA_DIR: join(scratch, "data"),
+    TESSERA_MODELS_CONFIG: writeCatalog(scratch, modelDir),
+    TESSERA_BOOTSTRAP_KEY: key,
+    TESSERA_DEFAULT_RPM: "100000",
+    TESSERA_LOG_LEVEL: "info",
+    ...env,
+  });
+  return {
+    ...serve,
+    key,
+    scratch,
+    async close() {
+      serve.child.kill("SIGKILL");
+      await serve.exited;
+      rmSync(scratch, { recursive: true, force: true });
+    },
+  };
 }
 
 /** A models config serving `modelDir` as textmodel-26b and decisionmodel-0.1 (-latest); its path. */
