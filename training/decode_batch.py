@@ -26,21 +26,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import block_causal_allowed, rotary_cos_sin  # noqa: E402
-
-
-def forward_hidden(model, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """infer.forward_logits up to the final norm: right-padded rows, block-causal, pads blocked."""
-    b, s = ids.shape
-    pos = torch.arange(s, device=ids.device).unsqueeze(0).expand(b, s)
-    k_pos = torch.where(pos < lengths.unsqueeze(1), pos, torch.full_like(pos, -1))
-    allowed = block_causal_allowed(pos, k_pos, model.config.block_size)
-    allowed = allowed | torch.eye(s, dtype=torch.bool, device=ids.device).view(1, 1, s, s)
-    x = model.embed_tokens(ids)
-    cos, sin = rotary_cos_sin(pos, model.config.head_dim, model.config.rope_theta, x.dtype)
-    for layer in model.layers:
-        x, _ = layer(x, cos, sin, allowed, None, model.use_sdpa)
-    return model.norm(x)
+from infer import forward_hidden  # noqa: E402
 
 
 @dataclass

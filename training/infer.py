@@ -21,7 +21,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import BlockDiffusionLM, ModelConfig, block_causal_allowed  # noqa: E402
+from model import BlockDiffusionLM, ModelConfig, block_causal_allowed, rotary_cos_sin  # noqa: E402
 
 
 def load_checkpoint(path: str, device: torch.device) -> BlockDiffusionLM:
@@ -31,24 +31,29 @@ def load_checkpoint(path: str, device: torch.device) -> BlockDiffusionLM:
     return model.to(device).eval()
 
 
-@torch.no_grad()
-def forward_logits(model: BlockDiffusionLM, ids: torch.Tensor, lengths: torch.Tensor, positions: Optional[torch.Tensor] = None,
-                   only: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Right-padded rows [B, S] of true ``lengths``; block-causal mask; pads blocked as keys.
-
-    ``only`` [B] selects one position per row (returns [B, V]); otherwise [B, S, V]."""
+def forward_hidden(model: BlockDiffusionLM, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Hidden states after the final norm: right-padded rows [B, S] of true ``lengths``,
+    block-causal mask, pads blocked as keys."""
     b, s = ids.shape
     pos = torch.arange(s, device=ids.device).unsqueeze(0).expand(b, s)
     k_pos = torch.where(pos < lengths.unsqueeze(1), pos, torch.full_like(pos, -1))
     allowed = block_causal_allowed(pos, k_pos, model.config.block_size)
     allowed = allowed | torch.eye(s, dtype=torch.bool, device=ids.device).view(1, 1, s, s)
     x = model.embed_tokens(ids)
-    from model import rotary_cos_sin
-
     cos, sin = rotary_cos_sin(pos, model.config.head_dim, model.config.rope_theta, x.dtype)
     for layer in model.layers:
         x, _ = layer(x, cos, sin, allowed, None, model.use_sdpa)
-    x = model.norm(x)
+    return model.norm(x)
+
+
+@torch.no_grad()
+def forward_logits(model: BlockDiffusionLM, ids: torch.Tensor, lengths: torch.Tensor, positions: Optional[torch.Tensor] = None,
+                   only: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Right-padded rows [B, S] of true ``lengths``; block-causal mask; pads blocked as keys.
+
+    ``only`` [B] selects one position per row (returns [B, V]); otherwise [B, S, V]."""
+    x = forward_hidden(model, ids, lengths)
+    b = ids.shape[0]
     if only is not None:
         x = x[torch.arange(b, device=ids.device), only]
     return (x @ model.embed_tokens.weight.t()).float()
