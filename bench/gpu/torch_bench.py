@@ -30,21 +30,14 @@ def main() -> None:
 
     import torch
 
-    from tessera_convert.checkpoint import load_state_dict, weight_files
     from tessera_convert.export import block_causal_mask
     from tessera_convert.families import read_checkpoint
-    from tessera_convert.qwen import QwenContractLM
+    from tessera_convert.stage import load_contract_model
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ck = read_checkpoint(args.ckpt, None)
     a = ck.arch
-    with torch.device("meta"):
-        model = QwenContractLM(a)
-    model = model.to_empty(device="cpu")
-    model.inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, a.head_dim, 2, dtype=torch.float32) / a.head_dim))
-    if a.tie_word_embeddings:
-        model.lm_head.weight = model.model.embed_tokens.weight
-    load_state_dict(model, weight_files(args.ckpt), lambda _m: None)
+    model = load_contract_model(args.ckpt, a)
     model = model.to(device).eval()
 
     def inputs(batch: int, seq: int, past: int):

@@ -24,6 +24,24 @@ def progress(message: str) -> None:
     print(f"[convert {time.strftime('%H:%M:%S')}]{memory_gb()} {message}", file=sys.stderr, flush=True)
 
 
+def load_contract_model(ckpt_dir: str, arch, on_progress=None):
+    """The checkpoint's module with its weights, built on the meta device first so that no
+    random weights are ever allocated (a 1.7B model would need them twice)."""
+    import torch
+
+    from .checkpoint import load_state_dict, weight_files
+    from .qwen import QwenContractLM
+
+    with torch.device("meta"):
+        model = QwenContractLM(arch)
+    model = model.to_empty(device="cpu")
+    model.inv_freq = 1.0 / (arch.rope_theta ** (torch.arange(0, arch.head_dim, 2, dtype=torch.float32) / arch.head_dim))
+    if arch.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    load_state_dict(model, weight_files(ckpt_dir), on_progress or (lambda _m: None))
+    return model
+
+
 def torch_stage(ckpt_dir: str, block_size, fp32_path: str, external: bool, work: str) -> None:
     """Builds the module from the checkpoint, keeps its outputs on the check's inputs
     (work/reference.pkl), exports the graph and writes it with its fp32 weights to fp32_path.
@@ -31,22 +49,13 @@ def torch_stage(ckpt_dir: str, block_size, fp32_path: str, external: bool, work:
     try:
         import torch
 
-        from .checkpoint import load_state_dict, weight_files
         from .export import attach_weights, export_fp32, reference_outputs
         from .families import read_checkpoint
-        from .qwen import QwenContractLM
 
         ck = read_checkpoint(ckpt_dir, block_size)
-        a = ck.arch
         torch.manual_seed(0)
-        with torch.device("meta"):
-            model = QwenContractLM(a)
-        model = model.to_empty(device="cpu")
-        model.inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, a.head_dim, 2, dtype=torch.float32) / a.head_dim))
-        if a.tie_word_embeddings:
-            model.lm_head.weight = model.model.embed_tokens.weight
         t0 = time.time()
-        load_state_dict(model, weight_files(ckpt_dir), progress)
+        model = load_contract_model(ckpt_dir, ck.arch, progress)
         params = sum(p.numel() for p in model.parameters())
         progress(f"loaded {params / 1e6:.1f} M parameters in {time.time() - t0:.1f} s; reference outputs for the check")
         with open(os.path.join(work, "reference.pkl"), "wb") as f:
