@@ -12,8 +12,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ForwardFetch, ForwardInputs, ForwardRunner } from "../services/inference/decoder/forward.js";
 import { createOrtRunner } from "../services/inference/decoder/forward.js";
-import { kvShapeOf } from "../services/inference/engine.js";
-import { loadModelDir } from "../services/inference/model-dir.js";
+import { kvShapeOf } from "../services/inference/engine/engine.js";
+import { loadModelDir } from "../services/inference/engine/model-dir.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const dir = process.argv[2] ?? path.join(ROOT, "models", "tessera-bd-small");

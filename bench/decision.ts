@@ -24,8 +24,8 @@ import { silentLogger } from "../lib/logger.js";
 import { questionTypeOf } from "../lib/decision-types/registry.js";
 import { decisionRoutes } from "../services/decision/server.js";
 import { DEFAULT_CATALOG, fakeRegistry } from "../support/decision-doubles.js";
-import { loadModelPool, type ModelPool } from "../services/inference/model-pool.js";
-import { lastWorkerRun } from "../services/inference/onnx-worker-session.js";
+import { loadModelPool, type ModelPool } from "../services/inference/engine/model-pool.js";
+import { lastWorkerRun } from "../services/inference/onnx/onnx-worker-session.js";
 import { createInferenceService } from "../services/inference/service.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

@@ -18,8 +18,8 @@ import type { UnmaskPolicy } from "../services/inference/decoder/policies/policy
 import { buildPolicy } from "../services/inference/decoder/policies/registry.js";
 import { selectPolicy } from "../services/inference/decoder/policies/select.js";
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
-import { createModelEngine } from "../services/inference/engine.js";
-import { loadModelDir, type ModelDir } from "../services/inference/model-dir.js";
+import { createModelEngine } from "../services/inference/engine/engine.js";
+import { loadModelDir, type ModelDir } from "../services/inference/engine/model-dir.js";
 import { recordingRunner } from "../support/recording-runner.js";
 import { TINY_MODEL_DIR } from "../support/tiny-model.js";
 

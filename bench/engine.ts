@@ -12,9 +12,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as ort from "onnxruntime-node";
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
-import { createModelEngine, type ModelEngine } from "../services/inference/engine.js";
-import { loadModelDir, type ModelDir } from "../services/inference/model-dir.js";
-import { openSession } from "../services/inference/onnx-session.js";
+import { createModelEngine, type ModelEngine } from "../services/inference/engine/engine.js";
+import { loadModelDir, type ModelDir } from "../services/inference/engine/model-dir.js";
+import { openSession } from "../services/inference/onnx/onnx-session.js";
 import { type RecordedForward, recordingRunner } from "../support/recording-runner.js";
 import { TINY_MODEL_DIR } from "../support/tiny-model.js";
 

@@ -18,7 +18,7 @@ import { GenerateRequestSchema, InferenceService, ResponseFormatType, Role } fro
 import { createLogger } from "../lib/logger.js";
 import type { GrammarSpec } from "../services/inference/grammar/grammar-spec.js";
 import { ModelGrammars } from "../services/inference/grammar/model-grammars.js";
-import { loadModelPool } from "../services/inference/model-pool.js";
+import { loadModelPool } from "../services/inference/engine/model-pool.js";
 import { createInferenceService } from "../services/inference/service.js";
 import { TINY_MODEL_DIR } from "../support/tiny-model.js";
 import { REAL_WORLD_SCHEMAS } from "./_grammar-schemas.js";

@@ -1,4 +1,4 @@
-// The output head at the answer slots only (services/inference/onnx-head-at.ts), in one run: a
+// The output head at the answer slots only (services/inference/onnx/onnx-head-at.ts), in one run: a
 // decision's readout forward (16 rows of 85 tokens after a 960-position past, in forwards of
 // 4 rows; one answer slot per row) with the head at every position against the head at the
 // answer slots, alternated, on one session and one ONNX Runtime thread; CPU time, so the
@@ -10,9 +10,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { createOrtRunner, type ForwardInputs } from "../services/inference/decoder/forward.js";
-import { kvShapeOf } from "../services/inference/engine.js";
-import { loadModelDir } from "../services/inference/model-dir.js";
-import { readoutInputs } from "../services/inference/score-batch.js";
+import { kvShapeOf } from "../services/inference/engine/engine.js";
+import { loadModelDir } from "../services/inference/engine/model-dir.js";
+import { readoutInputs } from "../services/inference/score/score-batch.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const PAST = 960;

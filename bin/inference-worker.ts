@@ -3,7 +3,7 @@ import type { Config } from "../lib/config.js";
 import type { Logger } from "../lib/logger.js";
 import type { Metrics } from "../lib/metrics.js";
 import type { ServiceMount } from "../lib/service-mount.js";
-import type { ModelPool } from "../services/inference/model-pool.js";
+import type { ModelPool } from "../services/inference/engine/model-pool.js";
 import type { Catalog } from "../services/registry/catalog.js";
 
 /** The model directories of the catalog that exist; the others are named in a warning. */
@@ -31,7 +31,7 @@ export async function startInferenceWorker(
   logger: Logger,
   metrics: Metrics,
 ): Promise<InferenceWorker> {
-  const { loadModelPool } = await import("../services/inference/model-pool.js");
+  const { loadModelPool } = await import("../services/inference/engine/model-pool.js");
   const { inferenceRoutes } = await import("../services/inference/server.js");
   const inferenceLogger = logger.child({ service: "inference" });
   const pool = await loadModelPool({

@@ -11,9 +11,9 @@ import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
 import { BatchBuilder } from "../../services/inference/decoder/batch.js";
 import { createOrtRunner } from "../../services/inference/decoder/forward.js";
 import { createKVCache } from "../../services/inference/decoder/kv-cache.js";
-import { decodeModelOf, kvShapeOf } from "../../services/inference/engine.js";
-import { loadModelPool } from "../../services/inference/model-pool.js";
-import type { ExecutionProvider } from "../../services/inference/onnx-session.js";
+import { decodeModelOf, kvShapeOf } from "../../services/inference/engine/engine.js";
+import { loadModelPool } from "../../services/inference/engine/model-pool.js";
+import type { ExecutionProvider } from "../../services/inference/onnx/onnx-session.js";
 
 const [dir, providerArg, contextsArg] = process.argv.slice(2);
 if (dir === undefined || (providerArg !== "cpu" && providerArg !== "webgpu")) {

@@ -42,7 +42,7 @@ export async function readLabelled(
   onProgress: (done: number) => void = () => undefined,
 ): Promise<TypedReadout[]> {
   // ONNX Runtime is a large native library: imported only when a model is read.
-  const { loadModelPool } = await import("../../services/inference/model-pool.js");
+  const { loadModelPool } = await import("../../services/inference/engine/model-pool.js");
   const { createInferenceService } = await import("../../services/inference/service.js");
   const logger = silentLogger();
   const pool = await loadModelPool({

@@ -10,7 +10,7 @@ import { InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { parseDecisionRequest } from "../../lib/decision-types/request-json.js";
 import { silentLogger } from "../../lib/logger.js";
-import { loadModelPool, type ModelPool } from "../inference/model-pool.js";
+import { loadModelPool, type ModelPool } from "../inference/engine/model-pool.js";
 import { createInferenceService } from "../inference/service.js";
 import { softmax } from "../../lib/decision-types/probabilities.js";
 import { decisionRoutes } from "./server.js";

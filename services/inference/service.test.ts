@@ -18,7 +18,7 @@ import {
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { silentLogger } from "../../lib/logger.js";
 import type { ForwardOutputs } from "./decoder/forward.js";
-import type { ModelPool } from "./model-pool.js";
+import type { ModelPool } from "./engine/model-pool.js";
 import { collectGeneration, connectFailure as failure, startTinyInference } from "../../test/helpers/inference-service.js";
 import { inferenceRoutes } from "./server.js";
 import { fullForward, recordingRunner, type RecordedForward } from "../../test/helpers/inference-engine.js";

@@ -16,30 +16,30 @@ import {
   type TokenLogprob,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import type { Logger } from "../../lib/logger.js";
-import { buildChatPrompt, type ChatInput, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
+import { buildChatPrompt, type ChatInput, type ChatPrompt, type ChatTemplateVariables } from "./prompt/chat-prompt.js";
 import type { BlockText } from "./decoder/sequence.js";
 import type { CommittedLogprob } from "./decoder/logprobs.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { withConnectErrors } from "./connect-errors.js";
-import { canvasCountTokens, canvasGenerate } from "./canvas-service.js";
-import { effectiveMaxTokens, type ModelEngine } from "./engine.js";
-import { InvalidRequest, ModelNotServed, PromptTooLong, Unsupported } from "./engine-errors.js";
+import { canvasCountTokens, canvasGenerate } from "./canvas/canvas-service.js";
+import { effectiveMaxTokens, type ModelEngine } from "./engine/engine.js";
+import { InvalidRequest, ModelNotServed, PromptTooLong, Unsupported } from "./engine/engine-errors.js";
 import { DEFAULT_GRAMMAR_WORKERS, grammarPoolFor } from "./grammar/grammar-client.js";
 import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "./grammar/model-grammars.js";
 import { bannedTokenIds } from "./decoder/unmask.js";
 import { grammarSpecOf, sequenceGrammar } from "./grammar/request-grammar.js";
 import { checkSchema, SchemaError } from "./grammar/schema-check.js";
 import type { GrammarReport } from "./grammar/sequence-grammar.js";
-import type { ModelPool } from "./model-pool.js";
-import { stepEvent } from "./denoise-event.js";
-import { tokenLogprobs } from "./logprob-entries.js";
-import { checkRawPromptRequest, tokenizedPrompt } from "./raw-prompt.js";
-import { createRawReplyParser, createReplyParser, type ReplyDelta } from "./reply-parser.js";
-import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate } from "./required-tool.js";
-import type { GenerationEvent } from "./scheduler.js";
-import { scoreSuffixes } from "./score.js";
-import { chatTextBytes, refuseIfCannotFit } from "./text-bound.js";
-import { TemplateRenderError } from "./text-ops.js";
+import type { ModelPool } from "./engine/model-pool.js";
+import { stepEvent } from "./reply/denoise-event.js";
+import { tokenLogprobs } from "./reply/logprob-entries.js";
+import { checkRawPromptRequest, tokenizedPrompt } from "./prompt/raw-prompt.js";
+import { createRawReplyParser, createReplyParser, type ReplyDelta } from "./reply/reply-parser.js";
+import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate } from "./prompt/required-tool.js";
+import type { GenerationEvent } from "./engine/scheduler.js";
+import { scoreSuffixes } from "./score/score.js";
+import { chatTextBytes, refuseIfCannotFit } from "./prompt/text-bound.js";
+import { TemplateRenderError } from "./prompt/text-ops.js";
 import { MAX_GENERATE_STOP_CHARS, MAX_GENERATE_STOP_SEQUENCES, MAX_TOP_LOGPROBS } from "../../lib/text-limits.js";
 
 export interface InferenceDeps {

@@ -15,7 +15,7 @@ import { parseDecisionRequest } from "../../lib/decision-types/request-json.js";
 import { argmax } from "../../lib/decision-types/probabilities.js";
 import { silentLogger } from "../../lib/logger.js";
 import { decisionRoutes } from "../../services/decision/server.js";
-import { loadModelPool } from "../../services/inference/model-pool.js";
+import { loadModelPool } from "../../services/inference/engine/model-pool.js";
 import { createInferenceService } from "../../services/inference/service.js";
 import { DEFAULT_CATALOG, fakeRegistry } from "../../support/decision-doubles.js";
 import { REPO_ROOT, TINY_MODEL_DIR } from "../helpers/tessera.js";

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
-import { createModelEngine, type ModelEngine } from "../../services/inference/engine.js";
-import type { GenerationEvent } from "../../services/inference/scheduler.js";
-import { loadModelDir } from "../../services/inference/model-dir.js";
+import { createModelEngine, type ModelEngine } from "../../services/inference/engine/engine.js";
+import type { GenerationEvent } from "../../services/inference/engine/scheduler.js";
+import { loadModelDir } from "../../services/inference/engine/model-dir.js";
 import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, describe, expect, it } from "vitest";
-import { CanvasImages, DEFAULT_IMAGE_LIMITS } from "../../services/inference/canvas-images.js";
+import { CanvasImages, DEFAULT_IMAGE_LIMITS } from "../../services/inference/canvas/canvas-images.js";
 import { CanvasDecoder } from "../../services/inference/decoder/canvas/canvas-decoder.js";
 import { loadCanvasModel } from "../../services/inference/decoder/canvas/canvas-model.js";
 import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";

@@ -1,7 +1,7 @@
 import type { ForwardFetch, ForwardInputs, ForwardOutputs, ForwardRunner, LayerKV } from "../../services/inference/decoder/forward.js";
 import { type Commit, mostConfident, type UnmaskPolicy } from "../../services/inference/decoder/policies/policy.js";
 import { bannedTokens, guessAt, guessWithTop, readoutGuess, type Guess } from "../../services/inference/decoder/unmask.js";
-import type { ModelDir } from "../../services/inference/model-dir.js";
+import type { ModelDir } from "../../services/inference/engine/model-dir.js";
 
 export { type RecordedForward, recordingRunner } from "../../support/recording-runner.js";
 export { TINY_MODEL_DIR } from "../../support/tiny-model.js";

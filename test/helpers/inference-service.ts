@@ -2,7 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Client, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { type GenerateRequestSchema, type GenerateResponse, InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { silentLogger } from "../../lib/logger.js";
-import { loadModelPool, type ModelPool, type ModelPoolOptions } from "../../services/inference/model-pool.js";
+import { loadModelPool, type ModelPool, type ModelPoolOptions } from "../../services/inference/engine/model-pool.js";
 import { inferenceRoutes } from "../../services/inference/server.js";
 import { TINY_MODEL_DIR } from "./inference-engine.js";
 

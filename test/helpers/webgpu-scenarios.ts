@@ -1,4 +1,4 @@
-// The WebGPU scenarios of services/inference/webgpu.test.ts, run in a child process started
+// The WebGPU scenarios of services/inference/onnx/webgpu.test.ts, run in a child process started
 // with the Vulkan loader's environment (the dynamic loader reads LD_LIBRARY_PATH only when a
 // process starts). The tiny model is served twice, on the CPU provider and on WebGPU, and the
 // same requests go to both; the results come back as one JSON line on stdout.
@@ -7,10 +7,10 @@ import { Registry } from "prom-client";
 import { InferenceService, ResponseFormatType, Role } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { silentLogger } from "../../lib/logger.js";
 import type { ForwardRunner } from "../../services/inference/decoder/forward.js";
-import { loadModelPool, type ModelPool } from "../../services/inference/model-pool.js";
-import { LOGITS_AT } from "../../services/inference/onnx-head.js";
-import type { ExecutionProvider } from "../../services/inference/onnx-session.js";
-import { scoreSuffixes } from "../../services/inference/score.js";
+import { loadModelPool, type ModelPool } from "../../services/inference/engine/model-pool.js";
+import { LOGITS_AT } from "../../services/inference/onnx/onnx-head.js";
+import type { ExecutionProvider } from "../../services/inference/onnx/onnx-session.js";
+import { scoreSuffixes } from "../../services/inference/score/score.js";
 import { inferenceRoutes } from "../../services/inference/server.js";
 import { collectGeneration } from "./inference-service.js";
 import { TINY_MODEL_DIR } from "./inference-engine.js";

@@ -1,7 +1,7 @@
 // The outputs of a forward on a session that leaves its logits and key/values on the device
 // (WebGPU): the step takes what it asked for and everything else is freed there at once.
 import type * as ort from "onnxruntime-node";
-import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx-readout.js";
+import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx/onnx-readout.js";
 import { type DeviceKVOps, DevicePresent } from "./device-kv.js";
 import type { ForwardOutputs, ForwardTransfer } from "./forward.js";
 

@@ -1,6 +1,6 @@
 import * as ort from "onnxruntime-node";
-import { HEAD_SWITCH, LOGITS_AT } from "../onnx-head.js";
-import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx-readout.js";
+import { HEAD_SWITCH, LOGITS_AT } from "../onnx/onnx-head.js";
+import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx/onnx-readout.js";
 import { type DeviceKVOps, type DevicePast, type DevicePresent, isDevicePast } from "./device-kv.js";
 import { takeDeviceOutputs } from "./device-outputs.js";
 

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { BUNDLED_MODEL_DIR } from "../../../test/helpers/tessera.js";
-import { createTextTokenizer } from "../tokenizer.js";
+import { createTextTokenizer } from "../prompt/tokenizer.js";
 import { GrammarPool } from "./grammar-client.js";
 import { SchemaError } from "./schema-check.js";
 

@@ -7,7 +7,7 @@ import { readlinkSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parentPort, workerData } from "node:worker_threads";
-import { createTextTokenizer } from "../tokenizer.js";
+import { createTextTokenizer } from "../prompt/tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import { localSequenceGrammar } from "./local-grammar.js";
 import { replyGuard } from "./loop-guard.js";

@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { TINY_MODEL_DIR } from "../../../test/helpers/inference-engine.js";
-import { createTextTokenizer, type TextTokenizer } from "../tokenizer.js";
+import { createTextTokenizer, type TextTokenizer } from "../prompt/tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import { MatcherState } from "./matcher-state.js";
 import { ModelGrammars } from "./model-grammars.js";

@@ -1,9 +1,9 @@
 import { ResponseFormatType, type ToolDefinition } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import type { ChatInput, ChatPrompt } from "../chat-prompt.js";
-import { InvalidRequest } from "../engine-errors.js";
-import type { TextTokenizer } from "../tokenizer.js";
+import type { ChatInput, ChatPrompt } from "../prompt/chat-prompt.js";
+import { InvalidRequest } from "../engine/engine-errors.js";
+import type { TextTokenizer } from "../prompt/tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
-import type { ChatSpecialTokens } from "../model-config.js";
+import type { ChatSpecialTokens } from "../engine/model-config.js";
 import type { GrammarPool } from "./grammar-client.js";
 import type { FinishRules } from "./loop-guard.js";
 import { SchemaError } from "./schema-check.js";

@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { Template } from "@huggingface/jinja";
 import * as ort from "onnxruntime-node";
-import { createTextTokenizer, type TextTokenizer } from "../../tokenizer.js";
+import { createTextTokenizer, type TextTokenizer } from "../../prompt/tokenizer.js";
 import type { VisionSettings } from "./image-preprocess.js";
 import type { CanvasSamplerSettings } from "./sampler.js";
 

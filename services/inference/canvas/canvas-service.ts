@@ -1,0 +1,297 @@
+/**
+ * Generate and CountTokens for a canvas model (contract v3, DiffusionGemma): the chat prompt
+ * as for every model (chat-prompt.ts; no tools or thinking; images where the model has
+ * vision.onnx, canvas-images.ts), admitted through the model's generation slots and wait queue
+ * (slots.ts, as for a mask model), decoded by the canvas decoder, its canvases streamed as
+ * deltas. What a canvas cannot do yet is refused with InvalidArgument (an OpenAI 400) saying
+ * why: JSON modes and forced tool calls (the grammar's frontier rule needs masked positions),
+ * logprobs, `stop`, raw prompts and the live denoising view.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import {
+  type CountTokensRequest,
+  FinishReason,
+  GenerateDeltaSchema,
+  type GenerateRequest,
+  type GenerateResponse,
+  GenerateResponseSchema,
+  ResponseFormatType,
+} from "../../../gen/tessera/inference/v1/inference_pb.js";
+import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImagePrompt } from "./canvas-images.js";
+import { buildChatPrompt } from "../prompt/chat-prompt.js";
+import { CanvasDecoder, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
+import { type CanvasModel, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
+import { effectiveMaxTokens } from "../engine/engine.js";
+import { InvalidRequest, PromptTooLong, ShuttingDown } from "../engine/engine-errors.js";
+import type { EngineMetrics } from "../engine/metrics.js";
+import { SlotPool } from "../engine/slots.js";
+
+export interface CanvasEngine {
+  name: string;
+  servingIds: string[];
+  model: CanvasModel;
+  decoder: CanvasDecoder;
+  /** The image path, for a model with vision.onnx (canvas-images.ts). */
+  images: CanvasImages | undefined;
+  /** Generation slots and wait queue, as a mask model's (slots.ts): full means Overloaded (529). */
+  slots: SlotPool;
+  /** Set by close(): new requests are refused, waiting ones ended. */
+  readonly closed: boolean;
+  /**
+   * The engine metrics, where the canvas maps onto them: `committedPerForward` (policy "canvas")
+   * is the tokens accepted per denoising step, `forwardsPerBlock` the steps per canvas.
+   */
+  metrics: EngineMetrics | undefined;
+  close(): Promise<void>;
+}
+
+/** The unmasking-policy label of canvas decoding in the engine metrics. */
+export const CANVAS_POLICY_LABEL = "canvas";
+
+/** Whether a model directory is a canvas model (config.json's contract_version 3). */
+export function isCanvasModelDir(dir: string): boolean {
+  const file = path.join(dir, "config.json");
+  if (!existsSync(file)) return false;
+  try {
+    return (JSON.parse(readFileSync(file, "utf8")) as { contract_version?: unknown }).contract_version === 3;
+  } catch {
+    return false;
+  }
+}
+
+export async function loadCanvasEngine(
+  dir: string,
+  name: string,
+  servingIds: string[],
+  options: {
+    slots: number;
+    queue: number;
+    imageLimits?: CanvasImageLimits;
+    intraOpThreads?: number | undefined;
+    metrics?: EngineMetrics | undefined;
+  },
+): Promise<CanvasEngine> {
+  const slots = new SlotPool(name, options.slots, options.queue, (busy) => options.metrics?.slotsBusy.set({ model: name }, busy));
+  const model = await loadCanvasModel(dir, options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {});
+  const decoder = new CanvasDecoder(model);
+  const { vision } = model;
+  const images =
+    vision !== undefined && model.config.vision !== undefined
+      ? new CanvasImages({ ...model, vision }, model.config.vision, options.imageLimits ?? DEFAULT_IMAGE_LIMITS)
+      : undefined;
+  let closed = false;
+  return {
+    name,
+    servingIds,
+    model,
+    decoder,
+    images,
+    slots,
+    get closed() {
+      return closed;
+    },
+    metrics: options.metrics,
+    close: async () => {
+      closed = true;
+      slots.rejectWaiting(new ShuttingDown(`model "${name}" is shutting down`));
+      await images?.close();
+      await model.close();
+    },
+  };
+}
+
+const invalid = (message: string) => new InvalidRequest(message);
+
+function refuseUnsupported(req: GenerateRequest): void {
+  const options = req.options;
+  const format = options?.responseFormat?.type;
+  if (format === ResponseFormatType.JSON_OBJECT || format === ResponseFormatType.JSON_SCHEMA) {
+    throw invalid(
+      `model "${req.model}" denoises a canvas of random tokens, which the grammar's frontier rule (it needs masked positions) cannot constrain: response_format json_object / json_schema is not supported on it`,
+    );
+  }
+  if (options?.toolChoice?.choice.case === "functionName") {
+    throw invalid(
+      `model "${req.model}" denoises a canvas, which cannot be constrained to a forced tool call: tool_choice naming a function is not supported on it`,
+    );
+  }
+  if (options?.logprobs === true) throw invalid(`model "${req.model}" (a canvas model) does not report logprobs yet`);
+  if ((options?.stop ?? []).length > 0) throw invalid(`model "${req.model}" (a canvas model) does not take stop sequences yet`);
+  if (options?.includeDenoising === true) throw invalid(`model "${req.model}" (a canvas model) has no live denoising view yet`);
+  if (req.rawPrompt !== undefined) throw invalid(`model "${req.model}" (a canvas model) takes chat messages only`);
+}
+
+/** The prompt's token ids, each image's run expanded (image tokens counted as prompt tokens). */
+async function promptIds(
+  engine: CanvasEngine,
+  req: Pick<GenerateRequest, "model" | "messages" | "tools" | "options">,
+): Promise<ImagePrompt> {
+  const capabilities = { images: engine.images !== undefined, tools: false, thinking: false };
+  const collector = engine.images?.collector();
+  const built = buildChatPrompt(
+    req.model,
+    capabilities,
+    { messages: req.messages, tools: req.tools, options: req.options },
+    collector?.imageText,
+  );
+  let text: string;
+  try {
+    text = engine.model.renderChat(built.variables as unknown as Record<string, unknown>);
+  } catch (err) {
+    throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const ids = engine.model.tokenizer.encode(text);
+  if (engine.images === undefined || collector === undefined) return { ids, urls: [], blocks: [] };
+  return await engine.images.expand(ids, collector.urls);
+}
+
+export async function canvasCountTokens(engine: CanvasEngine, req: CountTokensRequest): Promise<{ tokens: number }> {
+  if (req.rawPrompt !== undefined) throw invalid(`model "${req.model}" (a canvas model) takes chat messages only`);
+  if (req.messages.length === 0) return { tokens: engine.model.tokenizer.encode(req.text).length };
+  return { tokens: (await promptIds(engine, req)).ids.length };
+}
+
+export async function* canvasGenerate(
+  engine: CanvasEngine,
+  req: GenerateRequest,
+  ctx: HandlerContext,
+  workerId: string,
+): AsyncGenerator<GenerateResponse> {
+  refuseUnsupported(req);
+  const prompt = await promptIds(engine, req);
+  const { ids } = prompt;
+  const { config } = engine.model;
+  const context = config.maxPositions - config.canvasLength;
+  if (ids.length >= context)
+    throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
+  const maxTokens = effectiveMaxTokens(req.options?.maxTokens ?? 0, ids.length, context);
+  if (engine.closed) throw new ShuttingDown(`model "${engine.name}" is shutting down`);
+  await engine.slots.acquire(ctx.signal);
+  const admitted = performance.now();
+  // The slot is given back when the decoder lets the row go: at its end, or after the forward
+  // it is in once the caller aborts, leaves the stream early or the engine closes. Tied to the
+  // row, not to this generator's finally, which never runs while a consumer that went away
+  // leaves the generator suspended at a yield (the mask scheduler frees its slots the same way).
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    engine.slots.release((performance.now() - admitted) / 1000);
+  };
+  const stop = new AbortController();
+  const onAbort = () => stop.abort(ctx.signal.reason);
+  ctx.signal.addEventListener("abort", onAbort, { once: true });
+  let decoding = false;
+  try {
+    // Images are model work, so they are decoded and embedded only once a slot is held.
+    const images = prompt.urls.length > 0 ? await engine.images!.embed(prompt) : undefined;
+    yield* decodeAndStream(engine, req, { ids, images }, maxTokens, stop.signal, workerId, (result) => {
+      decoding = true;
+      result.then(release, release);
+    });
+  } finally {
+    ctx.signal.removeEventListener("abort", onAbort);
+    stop.abort();
+    if (!decoding) release();
+  }
+}
+
+async function* decodeAndStream(
+  engine: CanvasEngine,
+  req: GenerateRequest,
+  { ids, images }: { ids: number[]; images: PromptImages | undefined },
+  maxTokens: number,
+  signal: AbortSignal,
+  workerId: string,
+  onStarted: (result: Promise<unknown>) => void,
+): AsyncGenerator<GenerateResponse> {
+  const { tokenizer } = engine.model;
+  // Deltas as each canvas finishes, through a small queue the decoder's callback fills.
+  const pending: number[][] = [];
+  let wake: (() => void) | undefined;
+  let done = false;
+  const started = performance.now();
+  const labels = { model: engine.name, policy: CANVAS_POLICY_LABEL };
+  let canvasSteps = 0;
+  const result = engine.decoder.generate({
+    promptIds: ids,
+    ...(images !== undefined ? { images } : {}),
+    maxTokens,
+    draws: seededDraws((Math.random() * 2 ** 32) >>> 0),
+    signal,
+    onStep: (e) => {
+      canvasSteps++;
+      engine.metrics?.committedPerForward.observe(labels, e.accepted);
+    },
+    onCanvas: (tokens) => {
+      engine.metrics?.forwardsPerBlock.observe(labels, canvasSteps);
+      canvasSteps = 0;
+      pending.push([...tokens]);
+      wake?.();
+    },
+  });
+  onStarted(result);
+  const settle = () => {
+    done = true;
+    wake?.();
+  };
+  result.then(settle, settle);
+  yield create(GenerateResponseSchema, { event: { case: "started", value: { model: req.model, promptTokens: ids.length, workerId } } });
+  const reply: number[] = [];
+  let shown = "";
+  let canvasIndex = 0;
+  for (;;) {
+    while (pending.length > 0) {
+      reply.push(...pending.shift()!);
+      const text = tokenizer.decode(reply);
+      // Hold back a trailing partial UTF-8 character until the next canvas completes it.
+      const safe = text.endsWith("\uFFFD") ? text.slice(0, text.lastIndexOf("\uFFFD")) : text;
+      if (safe.length > shown.length) {
+        const delta = create(GenerateDeltaSchema, {
+          content: safe.slice(shown.length),
+          blockIndex: canvasIndex,
+          completionTokens: reply.length,
+        });
+        shown = safe;
+        yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
+      }
+      canvasIndex++;
+    }
+    if (done) break;
+    await new Promise<void>((resolve) => {
+      wake = resolve;
+      if (pending.length > 0 || done) resolve();
+    });
+    wake = undefined;
+  }
+  const r = await result;
+  const tail = tokenizer.decode(r.tokens);
+  if (tail.length > shown.length) {
+    yield create(GenerateResponseSchema, {
+      event: {
+        case: "delta",
+        value: create(GenerateDeltaSchema, {
+          content: tail.slice(shown.length),
+          blockIndex: canvasIndex,
+          completionTokens: r.tokens.length,
+        }),
+      },
+    });
+  }
+  const completionTokens = r.tokens.length;
+  engine.metrics?.generatedTokens.inc({ model: engine.name }, completionTokens);
+  engine.metrics?.requestDuration.observe({ model: engine.name }, (performance.now() - started) / 1000);
+  yield create(GenerateResponseSchema, {
+    event: {
+      case: "finished",
+      value: {
+        finishReason: r.finishReason === "stop" ? FinishReason.STOP : FinishReason.LENGTH,
+        usage: { promptTokens: ids.length, completionTokens, totalTokens: ids.length + completionTokens },
+        forwardPasses: r.steps,
+      },
+    },
+  });
+}

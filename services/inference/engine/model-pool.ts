@@ -1,0 +1,163 @@
+import path from "node:path";
+import type { Registry } from "prom-client";
+import type { Logger } from "../../../lib/logger.js";
+import type { ForwardRunner } from "../decoder/forward.js";
+import type { CanvasImageLimits } from "../canvas/canvas-images.js";
+import { type CanvasEngine, isCanvasModelDir, loadCanvasEngine } from "../canvas/canvas-service.js";
+import { createModelEngine, type ModelEngine } from "./engine.js";
+import { engineMetrics } from "./metrics.js";
+import { loadModelDir } from "./model-dir.js";
+import type { ExecutionProvider } from "../onnx/onnx-session.js";
+
+export interface ModelPoolOptions {
+  /** Serving ids and their model directories; ids that share a directory share one engine. */
+  models: readonly {
+    servingId: string;
+    dir: string;
+    unmaskPolicy?: string | undefined;
+    /** The models config entry's `execution_providers`, over the server's. */
+    executionProviders?: readonly ExecutionProvider[] | undefined;
+  }[];
+  /** Generation slots per loaded model. */
+  slots: number;
+  /** Wait queue per loaded model; a request finding slots and queue full is refused. */
+  queue: number;
+  intraOpThreads?: number;
+  executionProviders?: readonly ExecutionProvider[];
+  /** Where a GPU provider cannot start: `cpu` runs on the CPU instead (TESSERA_GPU_FALLBACK); default: the load fails. */
+  gpuFallback?: "cpu" | "none";
+  /** Run ONNX Runtime on a worker thread (see onnx-session.ts). */
+  ortWorker?: boolean;
+  /** Confidence of the `threshold` rule where a policy spec gives none (default: the model's, else 0.9). */
+  threshold?: number | undefined;
+  /** The server's unmasking policy (default: each model's config.json `decoding.policy`, else `threshold`). */
+  unmaskPolicy?: string | undefined;
+  /** Most prompt tokens per prefill forward (default 2048). */
+  prefillChunk?: number;
+  /** Images per request, pixels and bytes per image, for models with vision (TESSERA_MAX_IMAGE*). */
+  imageLimits?: CanvasImageLimits;
+  /** Most tokens of model work one Score request may need (TESSERA_MAX_DECISION_WORK_TOKENS). */
+  maxScoreWorkTokens?: number;
+  /** Most tokens of one forward of a Score request (TESSERA_MAX_DECISION_ROW_TOKENS). */
+  maxScoreRowTokens?: number;
+  logger?: Logger;
+  metrics?: Registry;
+  /** Wraps each model's runner (tests: count rows, inject failures). */
+  wrapRunner?: (runner: ForwardRunner, engineName: string) => ForwardRunner;
+}
+
+/** The models one inference worker serves. */
+export interface ModelPool {
+  readonly servingIds: string[];
+  readonly slotsTotal: number;
+  slotsFree(): number;
+  /** The engine serving this id, or undefined. */
+  engine(servingId: string): ModelEngine | undefined;
+  readonly engines: readonly ModelEngine[];
+  /** The canvas model (contract v3) serving this id, or undefined (canvas-service.ts). */
+  canvas?(servingId: string): CanvasEngine | undefined;
+  /** Refuses new work, cancels what is running, releases the sessions. */
+  close(): Promise<void>;
+}
+
+export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPool> {
+  if (options.models.length === 0) throw new Error("no models to serve");
+  const metrics = options.metrics !== undefined ? engineMetrics(options.metrics) : undefined;
+
+  const byDir = new Map<string, string[]>();
+  const servingPolicies: Record<string, string> = {};
+  const providersOfDir = new Map<string, readonly ExecutionProvider[]>();
+  for (const { servingId, dir, unmaskPolicy, executionProviders } of options.models) {
+    const key = path.resolve(dir);
+    if (executionProviders !== undefined && !providersOfDir.has(key)) providersOfDir.set(key, executionProviders);
+    byDir.set(key, [...(byDir.get(key) ?? []), servingId]);
+    if (unmaskPolicy !== undefined) servingPolicies[servingId] = unmaskPolicy;
+  }
+
+  const engines: ModelEngine[] = [];
+  const byId = new Map<string, ModelEngine>();
+  const canvases = new Map<string, CanvasEngine>();
+  const names = new Set<string>();
+  try {
+    for (const [dir, servingIds] of byDir) {
+      let name = path.basename(dir);
+      for (let n = 2; names.has(name); n++) name = `${path.basename(dir)}-${n}`;
+      names.add(name);
+      const started = performance.now();
+      if (isCanvasModelDir(dir)) {
+        const canvas = await loadCanvasEngine(dir, name, servingIds, {
+          slots: options.slots,
+          queue: options.queue,
+          ...(options.imageLimits !== undefined ? { imageLimits: options.imageLimits } : {}),
+          intraOpThreads: options.intraOpThreads,
+          metrics,
+        });
+        for (const id of servingIds) {
+          if (byId.has(id) || canvases.has(id)) throw new Error(`serving id "${id}" is configured twice`);
+          canvases.set(id, canvas);
+        }
+        options.logger?.info(
+          { model: name, servingIds, dir, decoding: "canvas", loadMs: Math.round(performance.now() - started) },
+          "model loaded",
+        );
+        continue;
+      }
+      const providers = providersOfDir.get(dir) ?? options.executionProviders;
+      const model = await loadModelDir(dir, {
+        ...(providers !== undefined ? { executionProviders: providers } : {}),
+        ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),
+        ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
+        ...(options.ortWorker !== undefined ? { worker: options.ortWorker } : {}),
+        ...(options.logger !== undefined ? { logger: options.logger } : {}),
+      });
+      const wrap = options.wrapRunner;
+      const engine = createModelEngine({
+        name,
+        servingIds,
+        model,
+        slots: options.slots,
+        queue: options.queue,
+        ...(options.threshold !== undefined ? { threshold: options.threshold } : {}),
+        ...(options.unmaskPolicy !== undefined ? { serverPolicy: options.unmaskPolicy } : {}),
+        servingPolicies: Object.fromEntries(servingIds.filter((id) => id in servingPolicies).map((id) => [id, servingPolicies[id]!])),
+        ...(options.prefillChunk !== undefined ? { prefillChunk: options.prefillChunk } : {}),
+        ...(options.maxScoreWorkTokens !== undefined ? { maxScoreWorkTokens: options.maxScoreWorkTokens } : {}),
+        ...(options.maxScoreRowTokens !== undefined ? { maxScoreRowTokens: options.maxScoreRowTokens } : {}),
+        ...(metrics !== undefined ? { metrics } : {}),
+        ...(options.logger !== undefined ? { logger: options.logger } : {}),
+        ...(wrap !== undefined ? { wrapRunner: (r: ForwardRunner) => wrap(r, name) } : {}),
+      });
+      engines.push(engine);
+      for (const id of servingIds) {
+        if (byId.has(id)) throw new Error(`serving id "${id}" is configured twice`);
+        byId.set(id, engine);
+      }
+      options.logger?.info(
+        {
+          model: name,
+          servingIds,
+          dir,
+          executionProviders: model.executionProviders,
+          loadMs: Math.round(performance.now() - started),
+        },
+        "model loaded",
+      );
+    }
+  } catch (err) {
+    await Promise.all([...engines, ...new Set(canvases.values())].map((e) => e.close()));
+    throw err;
+  }
+
+  const canvasSlots = [...new Set(canvases.values())].map((c) => c.slots);
+  return {
+    servingIds: [...byId.keys(), ...canvases.keys()],
+    slotsTotal: [...engines.map((e) => e.scheduler.slots), ...canvasSlots].reduce((sum, s) => sum + s.total, 0),
+    slotsFree: () => [...engines.map((e) => e.scheduler.slots), ...canvasSlots].reduce((sum, s) => sum + s.free, 0),
+    engine: (id) => byId.get(id),
+    engines,
+    canvas: (id) => canvases.get(id),
+    close: async () => {
+      await Promise.all([...engines, ...new Set(canvases.values())].map((e) => e.close()));
+    },
+  };
+}

@@ -1,0 +1,190 @@
+// The main-thread side of an ONNX Runtime session on a worker thread (onnx-worker.ts is the
+// worker): `WorkerSession`, with the surface of `ort.InferenceSession`; `repeatedRowFeed`,
+// which sends a batch whose rows all repeat one row (a readout's past) as that one row; and
+// `handOver`, which sends a feed's buffer without a copy.
+import * as ort from "onnxruntime-node";
+import { startModuleWorker } from "../../../lib/module-worker.js";
+import { type Unnumbered, WorkerChannel } from "../../../lib/worker-channel.js";
+import {
+  WORKER_MARK,
+  type OpenedReply,
+  type WireTensor,
+  type WorkerReply,
+  type WorkerRequest,
+  type WorkerRunTiming,
+} from "./onnx-worker.js";
+
+/** Feeds made by repeatedRowFeed, and the row each repeats. */
+const repeatedRows = new WeakMap<Float32Array, Float32Array>();
+/** Backs every repeatedRowFeed: never read, and written only where it is poisoned. */
+let placeholder = new ArrayBuffer(0);
+
+/**
+ * A float32 feed of `rows` batch rows that all equal `row` (the prefix's past, continued by
+ * every readout row: ONNX Runtime cannot broadcast a past across the batch), for a session on a
+ * worker thread. Only `row` crosses to the worker — without a copy when it is a view of a
+ * SharedArrayBuffer — and the worker writes the rows into a buffer it keeps.
+ *
+ * The array returned only gives the tensor its length and identifies the feed: its memory is a
+ * placeholder that is never filled (so it costs no resident memory). The first element of each
+ * row is NaN, so a feed that reached any session other than a worker session would give NaN
+ * rather than quietly wrong numbers. Use it only for feeds of a session isWorkerSession accepts.
+ */
+export function repeatedRowFeed(row: Float32Array, rows: number): Float32Array {
+  if (!Number.isInteger(rows) || rows < 1) throw new RangeError(`rows must be a positive integer, got ${rows}`);
+  const length = rows * row.length;
+  if (placeholder.byteLength < length * Float32Array.BYTES_PER_ELEMENT) {
+    placeholder = new ArrayBuffer(length * Float32Array.BYTES_PER_ELEMENT);
+  }
+  const feed = new Float32Array(placeholder, 0, length);
+  for (let b = 0; b < rows && row.length > 0; b++) feed[b * row.length] = Number.NaN;
+  repeatedRows.set(feed, row);
+  return feed;
+}
+
+/** Feeds marked by handOver. */
+const handedOver = new WeakSet<ArrayBufferView>();
+
+/**
+ * Marks `data` as the caller's to give away: a worker session transfers its buffer to the
+ * worker instead of copying it, which leaves `data` empty (detached) once `run` is called.
+ * Only for arrays nobody reads again, alone on their buffer; other sessions ignore the mark.
+ */
+export function handOver<T extends ArrayBufferView>(data: T): T {
+  handedOver.add(data);
+  return data;
+}
+
+/** Whether `session` runs on a worker thread (and so takes repeatedRowFeed's feeds). */
+export function isWorkerSession(session: ort.InferenceSession): boolean {
+  return session instanceof WorkerSession;
+}
+
+/** Where the last run of a worker session spent its time, or undefined for another session. */
+export function lastWorkerRun(session: ort.InferenceSession): (WorkerRunTiming & { totalMs: number }) | undefined {
+  return session instanceof WorkerSession ? session.lastRun : undefined;
+}
+
+/** Data that can cross to the worker without a copy, else a copy, and what to transfer. */
+function sendable(data: ArrayBufferView, transfer: ArrayBuffer[]): ArrayBufferView {
+  if (!(data.buffer instanceof ArrayBuffer)) return data; // shared memory: the worker sees the same bytes
+  if (handedOver.has(data) && data.byteOffset === 0 && data.byteLength === data.buffer.byteLength && !transfer.includes(data.buffer)) {
+    transfer.push(data.buffer);
+    return data;
+  }
+  const copy = (data as Float32Array).slice();
+  transfer.push(copy.buffer);
+  return copy;
+}
+
+/**
+ * An ONNX Runtime session living on its own worker thread, with the surface of
+ * `ort.InferenceSession`. Feeds are copied once into fresh buffers that are transferred
+ * (the engine keeps and reuses its input arrays: the KV cache, the cached mask), except views
+ * of a SharedArrayBuffer, which the worker reads in place, feeds marked by handOver, which are
+ * transferred, and repeatedRowFeed's feeds, of which only the row is sent; outputs come back transferred, without a copy. The worker holds
+ * the process open only while a request is in flight, like a session on the main thread.
+ */
+export class WorkerSession implements ort.InferenceSession {
+  inputNames: readonly string[] = [];
+  outputNames: readonly string[] = [];
+  inputMetadata: readonly ort.InferenceSession.ValueMetadata[] = [];
+  outputMetadata: readonly ort.InferenceSession.ValueMetadata[] = [];
+  /** The session's worker thread (onnx-worker.ts); gone once released or crashed, after which every request fails. */
+  readonly #channel = new WorkerChannel<WorkerRequest, WorkerReply>({
+    start: () => startModuleWorker("onnx-worker", import.meta.url, WORKER_MARK),
+    name: "ONNX Runtime worker",
+    settle: (reply) => (reply.ok ? { value: reply } : { error: Object.assign(new Error(reply.error.message), { name: reply.error.name }) }),
+  });
+  /** Where the last run spent its time (the worker's fill and ONNX Runtime run, and the whole round trip). */
+  lastRun: (WorkerRunTiming & { totalMs: number }) | undefined;
+
+  private constructor() {}
+
+  static async open(model: string | Uint8Array, options: ort.InferenceSession.SessionOptions): Promise<WorkerSession> {
+    const session = new WorkerSession();
+    try {
+      const reply = await session.#request({ kind: "open", model, options });
+      const opened = reply.opened as OpenedReply;
+      session.inputNames = opened.inputNames;
+      session.outputNames = opened.outputNames;
+      session.inputMetadata = opened.inputMetadata;
+      session.outputMetadata = opened.outputMetadata;
+      return session;
+    } catch (err) {
+      await session.#channel.terminate(new Error("ONNX Runtime session failed to open"));
+      throw err;
+    }
+  }
+
+  run(feeds: ort.InferenceSession.FeedsType, options?: ort.InferenceSession.RunOptions): Promise<ort.InferenceSession.ReturnType>;
+  run(
+    feeds: ort.InferenceSession.FeedsType,
+    fetches: ort.InferenceSession.FetchesType,
+    options?: ort.InferenceSession.RunOptions,
+  ): Promise<ort.InferenceSession.ReturnType>;
+  async run(
+    feeds: ort.InferenceSession.FeedsType,
+    fetchesOrOptions?: ort.InferenceSession.FetchesType | ort.InferenceSession.RunOptions,
+    maybeOptions?: ort.InferenceSession.RunOptions,
+  ): Promise<ort.InferenceSession.ReturnType> {
+    const { fetches, options } = this.#fetchesAndOptions(fetchesOrOptions, maybeOptions);
+    const started = performance.now();
+    const transfer: ArrayBuffer[] = [];
+    const wire: Record<string, WireTensor> = {};
+    for (const [name, value] of Object.entries(feeds)) {
+      if (!(value instanceof ort.Tensor)) throw new TypeError(`feed "${name}" is not an ort.Tensor`);
+      const data = value.data;
+      const row = data instanceof Float32Array ? repeatedRows.get(data) : undefined;
+      if (row !== undefined) {
+        wire[name] = { type: value.type, dims: value.dims, data: sendable(row, transfer) as Float32Array, repeatsRow: true };
+      } else if (ArrayBuffer.isView(data)) {
+        wire[name] = { type: value.type, dims: value.dims, data: sendable(data, transfer) as ort.Tensor.DataType };
+      } else {
+        wire[name] = { type: value.type, dims: value.dims, data };
+      }
+    }
+    const reply = await this.#request({ kind: "run", feeds: wire, fetches, options }, transfer);
+    const out: Record<string, ort.Tensor> = {};
+    for (const [name, t] of Object.entries(reply.outputs ?? {})) out[name] = new ort.Tensor(t.type, t.data as never, t.dims);
+    if (reply.timing !== undefined) this.lastRun = { ...reply.timing, totalMs: performance.now() - started };
+    return out;
+  }
+
+  async release(): Promise<void> {
+    if (this.#channel.gone !== undefined) return;
+    try {
+      await this.#request({ kind: "release" });
+    } finally {
+      await this.#channel.terminate(new Error("ONNX Runtime session was released"));
+    }
+  }
+
+  startProfiling(): void {
+    // As in onnxruntime-node: profiling starts with the session when its options enable it.
+  }
+
+  endProfiling(): void {
+    throw new Error("endProfiling is not available on a worker-thread session (set TESSERA_ORT_WORKER=0)");
+  }
+
+  /** Sorts `run`'s optional arguments the way ONNX Runtime does: output names, or run options. */
+  #fetchesAndOptions(
+    arg: ort.InferenceSession.FetchesType | ort.InferenceSession.RunOptions | undefined,
+    options: ort.InferenceSession.RunOptions | undefined,
+  ): { fetches: string[] | undefined; options: ort.InferenceSession.RunOptions | undefined } {
+    if (arg === undefined) return { fetches: undefined, options };
+    if (Array.isArray(arg)) return { fetches: [...(arg as readonly string[])], options };
+    const record = arg as Record<string, unknown>;
+    const names = Object.keys(record).filter((k) => this.outputNames.includes(k));
+    if (names.length === 0) return { fetches: undefined, options: arg as ort.InferenceSession.RunOptions };
+    if (names.some((n) => record[n] !== null)) {
+      throw new TypeError("pre-allocated output tensors are not supported on a worker-thread session");
+    }
+    return { fetches: names, options };
+  }
+
+  #request(req: Unnumbered<WorkerRequest>, transfer: ArrayBuffer[] = []): Promise<WorkerReply & { ok: true }> {
+    return this.#channel.call(req, transfer);
+  }
+}
