@@ -50,6 +50,21 @@ def chat_template(ckpt: str, tokenizer_config: dict) -> str:
     return template
 
 
+def canvas_decision_json(template: str, tokenizer_config: dict):
+    """decision.json asking in the model's chat format, read on the first canvas (docs/model-contract.md,
+    "Decisions on a canvas model"); None where the template cannot render the decision prompt."""
+    from .model_dir import decision_json_for
+
+    def special(key: str) -> str:
+        v = tokenizer_config.get(key)
+        return v if isinstance(v, str) else str(v.get("content", "")) if isinstance(v, dict) else ""
+
+    try:
+        return decision_json_for(template, "canvas", bos_token=special("bos_token"), eos_token=special("eos_token"))
+    except Exception:  # noqa: BLE001  any template error: the model serves chat, decisions are refused
+        return None
+
+
 def config_json(hf_config, shapes, tokens: dict, stops: List[int], sampler: dict, weights: str, source: str) -> dict:
     text = hf_config.text_config
     layers = [{"type": t, "num_key_value_heads": kv, "head_dim": d} for (t, kv, d) in shapes]
@@ -167,6 +182,11 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
         tc_out = dict(tc)
         tc_out["chat_template"] = template
         write_json(os.path.join(staging, "tokenizer_config.json"), tc_out)
+        decision = canvas_decision_json(template, tc)
+        if decision is None:
+            progress("note: the chat template cannot render the decision prompt; no decision.json (decisions are refused)")
+        else:
+            write_json(os.path.join(staging, "decision.json"), decision)
         if os.path.exists(out_dir):
             shutil.rmtree(out_dir)
         os.rename(staging, out_dir)

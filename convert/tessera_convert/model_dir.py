@@ -104,17 +104,25 @@ def letters(n: int) -> List[str]:
 
 def decision_json(ck: Checkpoint) -> dict:
     """Decision prompts in the model's own chat format: the chat template rendered around markers."""
+    return decision_json_for(ck.chat_template)
+
+
+def decision_json_for(chat_template: str, answer_slot: str = "mask", **specials: str) -> dict:
+    """decision.json from a chat template. `answer_slot` says how the engine reads the answer ("mask":
+    a masked slot after the prompt; "canvas": the first canvas position of a canvas model's first
+    denoising step, docs/model-contract.md); `specials` are the template's extra variables
+    (bos_token, eos_token), as the engine renders it."""
     import jinja2
 
     env = jinja2.Environment(keep_trailing_newline=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = lambda v, **_: json.dumps(v, ensure_ascii=False)
-    template = env.from_string(ck.chat_template)
+    template = env.from_string(chat_template)
     rendered = template.render(
         messages=[
             {"role": "system", "content": "Answer the question about the state below with the label of one answer only."},
             {"role": "user", "content": f"State:\n{STATE_MARK}\n{QUESTION_MARK}"},
         ],
-        tools=None, add_generation_prompt=True, enable_thinking=False,
+        tools=None, add_generation_prompt=True, enable_thinking=False, **specials,
     )
     prefix, rest = rendered.split(STATE_MARK)
     between, after = rest.split(QUESTION_MARK)
@@ -123,7 +131,7 @@ def decision_json(ck: Checkpoint) -> dict:
     instr = lambda default: "{{ instructions if instructions else '" + default + "' }}"  # noqa: E731
     return {
         "version": 1,
-        "answer_slot": "mask",
+        "answer_slot": answer_slot,
         "prefix_template": prefix + "{{ state }}",
         "question_templates": {
             "noul": between + "Question: " + instr("Is this true of the state?") + "\n"

@@ -22,8 +22,9 @@ import type { CommittedLogprob } from "./decoder/logprobs.js";
 import { StopMatcher } from "./decoder/reply-text.js";
 import { withConnectErrors } from "./connect-errors.js";
 import { canvasCountTokens, canvasGenerate } from "./canvas/canvas-service.js";
+import { canvasScore } from "./canvas/canvas-score.js";
 import { effectiveMaxTokens, type ModelEngine } from "./engine/engine.js";
-import { InvalidRequest, ModelNotServed, PromptTooLong, Unsupported } from "./engine/engine-errors.js";
+import { InvalidRequest, ModelNotServed, PromptTooLong } from "./engine/engine-errors.js";
 import { DEFAULT_GRAMMAR_WORKERS, grammarPoolFor } from "./grammar/grammar-client.js";
 import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "./grammar/model-grammars.js";
 import { bannedTokenIds } from "./decoder/unmask.js";
@@ -305,17 +306,16 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
     },
 
     async score(req: ScoreRequest, ctx: HandlerContext) {
-      if (pool.canvas?.(req.model) !== undefined) {
-        throw new Unsupported(
-          `model "${req.model}" denoises canvases from random tokens; decisions read a masked answer slot, which it has no pass for yet`,
-        );
-      }
-      const engine = engineFor(req.model);
-      const out = await scoreSuffixes(
-        engine,
-        { prefix: req.prefix, suffixes: req.suffixes.map((s) => ({ text: s.text, labels: s.labels })), countOnly: req.countOnly },
-        ctx.signal,
-      );
+      const input = {
+        prefix: req.prefix,
+        suffixes: req.suffixes.map((s) => ({ text: s.text, labels: s.labels })),
+        countOnly: req.countOnly,
+      };
+      const canvas = pool.canvas?.(req.model);
+      const out =
+        canvas !== undefined
+          ? await canvasScore(canvas, input, canvas.scoreLimits, ctx.signal)
+          : await scoreSuffixes(engineFor(req.model), input, ctx.signal);
       return {
         results: out.results.map((r) => ({ logits: r.logits, suffixTokens: r.suffixTokens })),
         prefixTokens: out.prefixTokens,
@@ -338,7 +338,9 @@ function engineService({ pool, logger, workerId, grammar }: InferenceDeps): Serv
         const { config } = canvas.model;
         const common = { model: req.model, maxPositions: config.maxPositions, blockSize: config.canvasLength };
         const slots = { slotsTotal: canvas.slots.total, slotsFree: canvas.slots.free };
-        return { ...common, ...slots, supportsImages: canvas.images !== undefined, supportsTools: false, supportsThinking: false };
+        const decision = canvas.model.decision;
+        const supports = { supportsImages: canvas.images !== undefined, supportsTools: false, supportsThinking: false };
+        return { ...common, ...slots, ...supports, ...(decision !== undefined ? { decision } : {}) };
       }
       const engine = engineFor(req.model);
       const { config, decision } = engine.model;

@@ -27,6 +27,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
     const files = readdirSync(fx.model).sort();
     expect(files).toEqual([
       "config.json",
+      "decision.json",
       "denoiser.onnx",
       "encoder.onnx",
       "tokenizer.json",

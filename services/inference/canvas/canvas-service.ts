@@ -24,7 +24,8 @@ import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImageP
 import { buildChatPrompt } from "../prompt/chat-prompt.js";
 import { CanvasDecoder, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
-import { effectiveMaxTokens } from "../engine/engine.js";
+import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS, effectiveMaxTokens } from "../engine/engine.js";
+import type { CanvasScoreLimits } from "./canvas-score.js";
 import { InvalidRequest, PromptTooLong, ShuttingDown } from "../engine/engine-errors.js";
 import type { EngineMetrics } from "../engine/metrics.js";
 import { SlotPool } from "../engine/slots.js";
@@ -38,6 +39,8 @@ export interface CanvasEngine {
   images: CanvasImages | undefined;
   /** Generation slots and wait queue, as a mask model's (slots.ts): full means Overloaded (529). */
   slots: SlotPool;
+  /** The work cap and row cap of Score requests (canvas-score.ts). */
+  scoreLimits: CanvasScoreLimits;
   /** Set by close(): new requests are refused, waiting ones ended. */
   readonly closed: boolean;
   /**
@@ -72,6 +75,8 @@ export async function loadCanvasEngine(
     imageLimits?: CanvasImageLimits;
     intraOpThreads?: number | undefined;
     metrics?: EngineMetrics | undefined;
+    maxScoreWorkTokens?: number | undefined;
+    maxScoreRowTokens?: number | undefined;
   },
 ): Promise<CanvasEngine> {
   const slots = new SlotPool(name, options.slots, options.queue, (busy) => options.metrics?.slotsBusy.set({ model: name }, busy));
@@ -90,6 +95,10 @@ export async function loadCanvasEngine(
     decoder,
     images,
     slots,
+    scoreLimits: {
+      maxWorkTokens: options.maxScoreWorkTokens ?? DEFAULT_MAX_SCORE_WORK_TOKENS,
+      maxRowTokens: options.maxScoreRowTokens ?? DEFAULT_MAX_SCORE_ROW_TOKENS,
+    },
     get closed() {
       return closed;
     },

@@ -91,6 +91,8 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
           ...(options.imageLimits !== undefined ? { imageLimits: options.imageLimits } : {}),
           intraOpThreads: options.intraOpThreads,
           metrics,
+          maxScoreWorkTokens: options.maxScoreWorkTokens,
+          maxScoreRowTokens: options.maxScoreRowTokens,
         });
         for (const id of servingIds) {
           if (byId.has(id) || canvases.has(id)) throw new Error(`serving id "${id}" is configured twice`);

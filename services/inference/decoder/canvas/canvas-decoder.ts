@@ -134,7 +134,8 @@ export class CanvasDecoder {
     return this.encode(emptyCache(this.model.config.layers), ids, images);
   }
 
-  private async encode(cache: RowCache, ids: readonly number[], images?: PromptImages): Promise<RowCache> {
+  /** Encodes `ids` onto `cache` (in place, returned): the encoder pass, its new positions after the cached ones. */
+  async encode(cache: RowCache, ids: readonly number[], images?: PromptImages): Promise<RowCache> {
     const { config, encoder } = this.model;
     const S = ids.length;
     const window = config.slidingWindow;

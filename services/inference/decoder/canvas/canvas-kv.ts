@@ -24,6 +24,14 @@ export function emptyCache(layers: readonly CanvasLayer[]): RowCache {
   return { layers: layers.map(() => ({ data: [new Float32Array(0), new Float32Array(0)], length: 0 })), length: 0 };
 }
 
+/**
+ * A cache another prompt can continue without touching this one: an encoder call replaces a
+ * layer's arrays (storePresents) and never writes into them, so the arrays are shared.
+ */
+export function copyCache(cache: RowCache): RowCache {
+  return { layers: cache.layers.map((l) => ({ data: [l.data[0], l.data[1]], length: l.length })), length: cache.length };
+}
+
 /** The last `keep` positions of a `[kv, T, d]` tensor. */
 export function lastPositions(x: Float32Array, kv: number, total: number, d: number, keep: number): Float32Array {
   if (keep >= total) return x;

@@ -4,10 +4,13 @@
  * denoiser.onnx (which share weights.onnx.data, read by ONNX Runtime from beside them), and
  * vision.onnx where config.json names one.
  */
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { Template } from "@huggingface/jinja";
 import * as ort from "onnxruntime-node";
+import { maxTokenBytes } from "../../prompt/text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "../../prompt/tokenizer.js";
 import type { VisionSettings } from "./image-preprocess.js";
 import type { CanvasSamplerSettings } from "./sampler.js";
@@ -45,6 +48,10 @@ export interface CanvasModel {
   dir: string;
   config: CanvasConfig;
   tokenizer: TextTokenizer;
+  /** The most UTF-8 bytes one token stands for: a text of B bytes is at least B / this many tokens. */
+  maxTokenBytes: number;
+  /** decision.json, when the directory has one (its questions are read on the first canvas, canvas-readout.ts). */
+  decision: JsonObject | undefined;
   renderChat(variables: Record<string, unknown>): string;
   encoder: ort.InferenceSession;
   denoiser: ort.InferenceSession;
@@ -136,7 +143,8 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
   const json = async (name: string) => JSON.parse(await readFile(path.join(root, name), "utf8"));
   const config = parseCanvasConfig(await json("config.json"), path.join(root, "config.json"));
   const tokenizerConfig = (await json("tokenizer_config.json")) as Record<string, unknown>;
-  const tokenizer = createTextTokenizer(await json("tokenizer.json"), tokenizerConfig);
+  const tokenizerJson = (await json("tokenizer.json")) as object;
+  const tokenizer = createTextTokenizer(tokenizerJson, tokenizerConfig);
   if (typeof tokenizerConfig.chat_template !== "string") throw new Error(`${root}/tokenizer_config.json: "chat_template" is missing`);
   const template = new Template(tokenizerConfig.chat_template);
   const special = (key: string) => {
@@ -152,15 +160,23 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
   let vision: CanvasModel["vision"];
   if (config.vision !== undefined) {
     const id = config.vision.imageTokenId;
-    const added = ((await json("tokenizer.json")) as { added_tokens?: { id: number; content: string }[] }).added_tokens ?? [];
+    const added = (tokenizerJson as { added_tokens?: { id: number; content: string }[] }).added_tokens ?? [];
     const imageTokenText = added.find((t) => t.id === id)?.content;
     if (imageTokenText === undefined) throw new Error(`${root}/tokenizer.json: image_token_id ${id} is not an added token`);
     vision = { session: await ort.InferenceSession.create(path.join(root, config.vision.file), sessionOptions), imageTokenText };
+  }
+  let decision: JsonObject | undefined;
+  if (existsSync(path.join(root, "decision.json"))) {
+    const raw = (await json("decision.json")) as unknown;
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new Error(`${root}/decision.json: expected a JSON object`);
+    decision = raw as JsonObject;
   }
   return {
     dir: root,
     config,
     tokenizer,
+    maxTokenBytes: maxTokenBytes(tokenizerJson),
+    decision,
     renderChat: (variables) => template.render({ bos_token: special("bos_token"), eos_token: special("eos_token"), ...variables }),
     encoder,
     denoiser,
