@@ -1,5 +1,6 @@
 // `tessera calibrate` on the converted tiny models: their decision.json reads ordinary tokens
-// (Yes/No, letters), says "calibrated": false, and Fast-dLLM v2 reads shifted logits; the
+// (Yes/No, letters), says "calibrated": false, Fast-dLLM v2 reads shifted logits and
+// DiffusionGemma its first canvas; the
 // command fits them and --write turns them into calibrated ones, the rest of the file kept.
 import { spawnSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -8,6 +9,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../helpers/tessera.js";
 import { convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "./converted-models.js";
+import { diffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 
@@ -22,10 +24,11 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera calibrate on converted models", () 
   const scratch = mkdtempSync(join(tmpdir(), "tessera-calibrate-converted-"));
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-  it.each(["sdar", "fastDllm"] as const)("fits and writes the temperatures of the converted %s model", async (family) => {
-    const fx = await convertedFixtures();
+  // DiffusionGemma (a canvas model) answers through the same Score call, read on its first canvas.
+  it.each(["sdar", "fastDllm", "diffusionGemma"] as const)("fits and writes the temperatures of the converted %s model", async (family) => {
+    const source = family === "diffusionGemma" ? (await diffusionGemmaFixture()).model : (await convertedFixtures()).models[family];
     const modelDir = join(scratch, family);
-    cpSync(fx.models[family], modelDir, { recursive: true });
+    cpSync(source, modelDir, { recursive: true });
     const before = JSON.parse(readFileSync(join(modelDir, "decision.json"), "utf8"));
     expect(before.calibrated).toBe(false);
     const labelled = join(scratch, `${family}.jsonl`);

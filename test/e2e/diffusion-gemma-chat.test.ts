@@ -73,17 +73,38 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) through the o
     expect(await refused({ tools: [tool] })).toMatch(/does not support tools/);
   }, 120_000);
 
-  it("refuses a decision with a 400 that says why (no decision pass on a canvas yet)", async () => {
-    const res = await tessera.fetch("/v1/systemone", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: "decisionmodel-0.1", state: "an order", questions: { ok: { type: "noul" } } }),
+  it("a decision through /v1/systemone: the canvas readout, probabilities that sum to 1, the same answers asked again", async () => {
+    const request = JSON.stringify({
+      model: "decisionmodel-0.1",
+      state: { order: "A-1092", note: "The weather in Paris is sunny today." },
+      questions: {
+        sunny: { type: "noul", instructions: "Is the weather good?", criteria: { true: "sunny", false: "rain" } },
+        city: { type: "choice", instructions: "Which city?", criteria: { Paris: null, London: "the capital", Rome: null } },
+        effort: { type: "score", criteria: ["low", "medium", "high"] },
+      },
     });
-    const text = await res.text();
-    expect(res.status, text).toBeGreaterThanOrEqual(400);
-    expect(res.status, text).toBeLessThan(500);
-    // The converter writes no decision.json for a canvas model (and Score refuses one if it is added).
-    expect(res.status, text).toBe(400);
-    expect(text).toMatch(/has no decision configuration \(decision.json\)/);
+    const decide = async () => {
+      const res = await tessera.fetch("/v1/systemone", { method: "POST", headers: { "content-type": "application/json" }, body: request });
+      const text = await res.text();
+      expect(res.status, text).toBe(200);
+      return JSON.parse(text) as {
+        answers: Record<string, { type: string; noul?: number; choice?: string; probabilities?: Record<string, number> }>;
+        usage: { input_tokens: number; output_tokens: number };
+      };
+    };
+    const body = await decide();
+    expect(body.answers.sunny!.type).toBe("noul");
+    expect(body.answers.sunny!.noul).toBeGreaterThanOrEqual(0);
+    expect(body.answers.sunny!.noul).toBeLessThanOrEqual(1);
+    expect(["Paris", "London", "Rome"]).toContain(body.answers.city!.choice);
+    for (const id of ["city", "effort"]) {
+      const ps = Object.values(body.answers[id]!.probabilities!);
+      expect(ps).toHaveLength(3);
+      expect(ps.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 6);
+    }
+    expect(body.usage.input_tokens).toBeGreaterThan(30);
+    expect(body.usage.output_tokens).toBe(0);
+    // The readout's noise canvases are fixed: the same request gets the same answers.
+    expect((await decide()).answers).toEqual(body.answers);
   }, 60_000);
 });
