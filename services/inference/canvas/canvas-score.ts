@@ -128,7 +128,10 @@ export async function canvasScore(
     });
     await runModel(engine, async () => {
       const state = await encode(emptyCache(config.layers), prefixIds.slice(0, shared));
-      for (const [i, plan] of plans.entries()) {
+      // Questions of one length one after another: their reads can share forwards (canvas-readout.ts).
+      const order = plans.map((_, i) => i).sort((a, b) => plans[a]!.question.length - plans[b]!.question.length);
+      for (const i of order) {
+        const plan = plans[i]!;
         const question = await encode(copyCache(state), plan.question);
         for (const row of plan.rows) {
           const cache = row.prefix.length === 0 ? question : await encode(copyCache(question), row.prefix);

@@ -43,6 +43,8 @@ export interface ReadoutOptions {
   signal?: AbortSignal | undefined;
   /** Called after each denoiser forward (metrics). */
   onForward?: () => void;
+  /** Other noise canvases than decisionNoise's (bench/canvas-decision.ts measures the readout's spread over draws). */
+  noise?: Int32Array[];
 }
 
 /**
@@ -63,14 +65,15 @@ export class FirstTokenReadout {
     private readonly model: CanvasModel,
     private readonly options: ReadoutOptions,
   ) {
-    this.noise = decisionNoise(model.config);
+    this.noise = options.noise ?? decisionNoise(model.config);
   }
 
   /** Queues a read; its forwards run as the batch fills, or at flush(). */
   async add(read: FirstTokenRead): Promise<void> {
     const sums = new Float64Array(read.tokens.length);
-    const left = { n: DECISION_DRAWS };
-    for (let draw = 0; draw < DECISION_DRAWS; draw++) {
+    const draws = this.noise.length;
+    const left = { n: draws };
+    for (let draw = 0; draw < draws; draw++) {
       const floats = this.rowFloats(read.cache);
       const first = this.pending[0]?.read.cache;
       if (
@@ -96,7 +99,7 @@ export class FirstTokenReadout {
     rows.forEach((row, b) => {
       const p = softmaxAt(logits, b * C * V, V);
       row.read.tokens.forEach((t, j) => {
-        row.sums[j]! += p(t) / DECISION_DRAWS;
+        row.sums[j]! += p(t) / this.noise.length;
       });
       if (--row.left.n === 0) row.read.done(Array.from(row.sums));
     });
