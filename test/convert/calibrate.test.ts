@@ -1,7 +1,7 @@
 // `tessera calibrate` on the converted tiny models: their decision.json reads ordinary tokens
 // (Yes/No, letters), says "calibrated": false, Fast-dLLM v2 reads shifted logits and
-// DiffusionGemma its first canvas; the
-// command fits them and --write turns them into calibrated ones, the rest of the file kept.
+// DiffusionGemma its first canvas; the command fits them and --write turns them into
+// calibrated ones, the rest of the file kept.
 import { spawnSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
