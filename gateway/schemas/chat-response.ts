@@ -20,8 +20,15 @@ export const DenoisingStepSchema = z.object({
   reply_start: z.number().int(),
   /** Positions committed since the previous step; `forced`: by the grammar, without a forward (jump-forward). */
   committed: z.array(z.object({ position: z.number().int(), token_id: z.number().int(), text: z.string(), forced: z.boolean() })),
-  /** Positions still masked after this forward. */
+  /** Positions still masked after this forward (on a canvas: renoised by this step). */
   masked: z.number().int(),
+  /**
+   * A canvas model's step (README, "Live denoising"): every position's draft token and whether
+   * the sampler accepted it (else it was renoised); `committed` is empty then.
+   */
+  canvas: z.array(z.object({ token_id: z.number().int(), text: z.string(), accepted: z.boolean() })).optional(),
+  /** On a canvas's last step: its draft is the canvas the reply takes. */
+  canvas_final: z.boolean().optional(),
 });
 export type DenoisingStep = z.infer<typeof DenoisingStepSchema>;
 

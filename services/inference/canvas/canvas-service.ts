@@ -1,11 +1,12 @@
 /**
  * Generate and CountTokens for a canvas model (contract v3, DiffusionGemma): the chat prompt
  * as for every model (chat-prompt.ts; no tools or thinking; images where the model has
- * vision.onnx, canvas-images.ts), admitted through the model's generation slots and wait queue
- * (slots.ts, as for a mask model), decoded by the canvas decoder, its canvases streamed as
- * deltas. What a canvas cannot do yet is refused with InvalidArgument (an OpenAI 400) saying
- * why: JSON modes and forced tool calls (the grammar's frontier rule needs masked positions),
- * logprobs, `stop`, raw prompts and the live denoising view.
+ * vision.onnx, canvas-images.ts) or a raw prompt tokenized as it is (raw-prompt.ts), admitted
+ * through the model's generation slots and wait queue (slots.ts, as for a mask model), decoded
+ * by the canvas decoder, its canvases streamed as deltas (canvas-reply.ts: stop sequences,
+ * logprobs) and, when asked, each denoising step as a step event. What a canvas cannot do yet
+ * is refused with InvalidArgument (an OpenAI 400) saying why: JSON modes and forced tool calls
+ * (the grammar's frontier rule needs masked positions).
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -18,11 +19,18 @@ import {
   type GenerateRequest,
   type GenerateResponse,
   GenerateResponseSchema,
+  GenerateStepSchema,
   ResponseFormatType,
+  type TokenLogprob,
 } from "../../../gen/tessera/inference/v1/inference_pb.js";
+import { MAX_GENERATE_STOP_CHARS, MAX_GENERATE_STOP_SEQUENCES, MAX_TOP_LOGPROBS } from "../../../lib/text-limits.js";
+import { StopMatcher } from "../decoder/reply-text.js";
+import { checkRawPromptRequest, tokenizedPrompt } from "../prompt/raw-prompt.js";
+import { tokenLogprobs } from "../reply/logprob-entries.js";
+import { CanvasReply, type CanvasReplyDelta } from "./canvas-reply.js";
 import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImagePrompt } from "./canvas-images.js";
 import { buildChatPrompt } from "../prompt/chat-prompt.js";
-import { CanvasDecoder, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
+import { CanvasDecoder, type CanvasStepEvent, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
 import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS, effectiveMaxTokens } from "../engine/engine.js";
 import type { CanvasScoreLimits } from "./canvas-score.js";
@@ -127,10 +135,11 @@ function refuseUnsupported(req: GenerateRequest): void {
       `model "${req.model}" denoises a canvas, which cannot be constrained to a forced tool call: tool_choice naming a function is not supported on it`,
     );
   }
-  if (options?.logprobs === true) throw invalid(`model "${req.model}" (a canvas model) does not report logprobs yet`);
-  if ((options?.stop ?? []).length > 0) throw invalid(`model "${req.model}" (a canvas model) does not take stop sequences yet`);
-  if (options?.includeDenoising === true) throw invalid(`model "${req.model}" (a canvas model) has no live denoising view yet`);
-  if (req.rawPrompt !== undefined) throw invalid(`model "${req.model}" (a canvas model) takes chat messages only`);
+  const stop = options?.stop ?? [];
+  if (stop.length > MAX_GENERATE_STOP_SEQUENCES) throw invalid(`stop: at most ${MAX_GENERATE_STOP_SEQUENCES} sequences`);
+  if (stop.some((s) => s.length > MAX_GENERATE_STOP_CHARS))
+    throw invalid(`stop: each sequence at most ${MAX_GENERATE_STOP_CHARS} characters`);
+  if (req.rawPrompt !== undefined) checkRawPromptRequest(req, req.rawPrompt);
 }
 
 /** The prompt's token ids, each image's run expanded (image tokens counted as prompt tokens). */
@@ -158,7 +167,10 @@ async function promptIds(
 }
 
 export async function canvasCountTokens(engine: CanvasEngine, req: CountTokensRequest): Promise<{ tokens: number }> {
-  if (req.rawPrompt !== undefined) throw invalid(`model "${req.model}" (a canvas model) takes chat messages only`);
+  if (req.rawPrompt !== undefined) {
+    checkRawPromptRequest(req, req.rawPrompt);
+    return { tokens: engine.model.tokenizer.encode(req.rawPrompt).length };
+  }
   if (req.messages.length === 0) return { tokens: engine.model.tokenizer.encode(req.text).length };
   return { tokens: (await promptIds(engine, req)).ids.length };
 }
@@ -170,7 +182,11 @@ export async function* canvasGenerate(
   workerId: string,
 ): AsyncGenerator<GenerateResponse> {
   refuseUnsupported(req);
-  const prompt = await promptIds(engine, req);
+  // A raw prompt (legacy completions) is tokenized as it is: no template, nothing added.
+  const prompt: ImagePrompt =
+    req.rawPrompt !== undefined
+      ? { ids: engine.model.tokenizer.encode(req.rawPrompt), urls: [], blocks: [] }
+      : await promptIds(engine, req);
   const { ids } = prompt;
   const { config } = engine.model;
   const context = config.maxPositions - config.canvasLength;
@@ -218,8 +234,11 @@ async function* decodeAndStream(
   onStarted: (result: Promise<unknown>) => void,
 ): AsyncGenerator<GenerateResponse> {
   const { tokenizer } = engine.model;
-  // Deltas as each canvas finishes, through a small queue the decoder's callback fills.
-  const pending: number[][] = [];
+  const options = req.options;
+  const logprobs = options?.logprobs === true ? { top: Math.min(options.topLogprobs, MAX_TOP_LOGPROBS) } : undefined;
+  const reply = new CanvasReply(tokenizer.decode, new StopMatcher(options?.stop ?? []));
+  // Events as steps and canvases finish, through a small queue the decoder's callbacks fill.
+  const pending: GenerateResponse[] = [];
   let wake: (() => void) | undefined;
   let done = false;
   const started = performance.now();
@@ -228,18 +247,24 @@ async function* decodeAndStream(
   const result = engine.decoder.generate({
     promptIds: ids,
     ...(images !== undefined ? { images } : {}),
+    ...(logprobs !== undefined ? { logprobs } : {}),
     maxTokens,
     draws: seededDraws((Math.random() * 2 ** 32) >>> 0),
     signal,
     onStep: (e) => {
       canvasSteps++;
       engine.metrics?.committedPerForward.observe(labels, e.accepted);
+      if (options?.includeDenoising !== true) return;
+      pending.push(create(GenerateResponseSchema, { event: { case: "step", value: canvasStepEvent(e, tokenizer.decode) } }));
+      wake?.();
     },
-    onCanvas: (tokens) => {
+    onCanvas: (canvas) => {
       engine.metrics?.forwardsPerBlock.observe(labels, canvasSteps);
       canvasSteps = 0;
-      pending.push([...tokens]);
+      const delta = deltaEvent(reply.push(canvas), canvas.canvasIndex, tokenizer);
+      if (delta !== undefined) pending.push(delta);
       wake?.();
+      return reply.endedByStop;
     },
   });
   onStarted(result);
@@ -248,27 +273,12 @@ async function* decodeAndStream(
     wake?.();
   };
   result.then(settle, settle);
-  yield create(GenerateResponseSchema, { event: { case: "started", value: { model: req.model, promptTokens: ids.length, workerId } } });
-  const reply: number[] = [];
-  let shown = "";
-  let canvasIndex = 0;
+  const tokenizedPromptEntries = options?.includeTokenizedPrompt === true ? tokenizedPrompt(tokenizer, ids) : [];
+  yield create(GenerateResponseSchema, {
+    event: { case: "started", value: { model: req.model, promptTokens: ids.length, workerId, tokenizedPrompt: tokenizedPromptEntries } },
+  });
   for (;;) {
-    while (pending.length > 0) {
-      reply.push(...pending.shift()!);
-      const text = tokenizer.decode(reply);
-      // Hold back a trailing partial UTF-8 character until the next canvas completes it.
-      const safe = text.endsWith("\uFFFD") ? text.slice(0, text.lastIndexOf("\uFFFD")) : text;
-      if (safe.length > shown.length) {
-        const delta = create(GenerateDeltaSchema, {
-          content: safe.slice(shown.length),
-          blockIndex: canvasIndex,
-          completionTokens: reply.length,
-        });
-        shown = safe;
-        yield create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
-      }
-      canvasIndex++;
-    }
+    while (pending.length > 0) yield pending.shift()!;
     if (done) break;
     await new Promise<void>((resolve) => {
       wake = resolve;
@@ -277,20 +287,10 @@ async function* decodeAndStream(
     wake = undefined;
   }
   const r = await result;
-  const tail = tokenizer.decode(r.tokens);
-  if (tail.length > shown.length) {
-    yield create(GenerateResponseSchema, {
-      event: {
-        case: "delta",
-        value: create(GenerateDeltaSchema, {
-          content: tail.slice(shown.length),
-          blockIndex: canvasIndex,
-          completionTokens: r.tokens.length,
-        }),
-      },
-    });
-  }
-  const completionTokens = r.tokens.length;
+  const last = reply.finish();
+  const tail = deltaEvent(last, r.canvases - 1, tokenizer);
+  if (tail !== undefined) yield tail;
+  const completionTokens = last.completionTokens;
   engine.metrics?.generatedTokens.inc({ model: engine.name }, completionTokens);
   engine.metrics?.requestDuration.observe({ model: engine.name }, (performance.now() - started) / 1000);
   yield create(GenerateResponseSchema, {
@@ -302,5 +302,30 @@ async function* decodeAndStream(
         forwardPasses: r.steps,
       },
     },
+  });
+}
+
+function deltaEvent(d: CanvasReplyDelta, canvasIndex: number, tokenizer: CanvasEngine["model"]["tokenizer"]): GenerateResponse | undefined {
+  if (d.content === "" && d.logprobs.length === 0) return undefined;
+  const logprobs: TokenLogprob[] = tokenLogprobs(tokenizer, d.logprobs);
+  const delta = create(GenerateDeltaSchema, {
+    content: d.content,
+    blockIndex: canvasIndex,
+    completionTokens: d.completionTokens,
+    logprobs,
+  });
+  return create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
+}
+
+/** A canvas step as the Generate stream's `step` event: every position's draft token and whether it was accepted. */
+function canvasStepEvent(e: CanvasStepEvent, decode: (ids: readonly number[]) => string) {
+  return create(GenerateStepSchema, {
+    blockIndex: e.canvasIndex,
+    step: e.canvasStep,
+    blockSize: e.draft.length,
+    replyStart: 0,
+    masked: e.draft.length - e.accepted,
+    canvas: e.draft.map((tokenId, i) => ({ tokenId, text: decode([tokenId]), accepted: e.acceptedMask[i] === true })),
+    canvasFinal: e.last,
   });
 }

@@ -10,6 +10,10 @@ export interface DenoisingStep {
   reply_start: number;
   masked: number;
   committed: { position: number; token_id: number; text: string; forced: boolean }[];
+  /** A canvas model's step: every position's draft token, accepted or renoised. */
+  canvas?: { token_id: number; text: string; accepted: boolean }[];
+  /** The canvas's last step: its draft is the canvas the reply takes. */
+  canvas_final?: boolean;
 }
 
 export interface Usage {

@@ -16,7 +16,9 @@ export function visibleToken(text: string): string {
 /**
  * The live denoising view: the current block as a strip of cells (prompt tail, masked
  * placeholders, committed tokens shaded by the step that committed them), the current
- * block's forwards and tokens per forward, and a line per finished block.
+ * block's forwards and tokens per forward, and a line per finished block. A canvas model's
+ * steps (`canvas` set) show the whole canvas instead: each position's draft token, accepted
+ * or still noise (renoised), until its last step, whose draft the reply takes.
  */
 export class DenoiseView {
   private readonly strip: HTMLElement;
@@ -69,6 +71,10 @@ export class DenoiseView {
   }
 
   step(step: DenoisingStep): void {
+    if (step.canvas !== undefined) {
+      this.canvasStep(step, step.canvas);
+      return;
+    }
     if (this.current === null || this.current.block !== step.block) this.openBlock(step);
     const stats = this.current!;
     stats.forwards = step.step;
@@ -84,6 +90,35 @@ export class DenoiseView {
     }
     this.shade(step.step);
     this.status.textContent = `Block ${step.block} · forward ${step.step} · ${stats.committed} committed, ${step.masked} masked · ${rate(stats)} tokens per forward`;
+  }
+
+  /** A canvas step: every cell shows its draft token, accepted or noise; on the last step, the canvas the reply takes. */
+  private canvasStep(step: DenoisingStep, canvas: NonNullable<DenoisingStep["canvas"]>): void {
+    if (this.current === null || this.current.block !== step.block) this.openBlock(step);
+    const stats = this.current!;
+    stats.forwards = step.step;
+    canvas.forEach(({ token_id, text, accepted }, position) => {
+      const cell = this.cells[position];
+      if (cell === undefined) return;
+      const state = step.canvas_final === true ? "committed" : accepted ? "accepted" : "noise";
+      cell.dataset["state"] = state;
+      // The final draft is taken whole: every cell at the dark end of the ramp.
+      if (state === "committed") {
+        cell.style.setProperty("--t", "0");
+        cell.dataset["shade"] = "dark";
+      }
+      cell.textContent = visibleToken(text);
+      cell.title = `${JSON.stringify(text)} · token ${token_id} · step ${step.step}: ${
+        state === "committed" ? "the canvas's final draft, taken by the reply" : accepted ? "accepted" : "renoised (still noise)"
+      }`;
+    });
+    const accepted = canvas.filter((c) => c.accepted).length;
+    if (step.canvas_final === true) {
+      stats.committed = canvas.length;
+      this.status.textContent = `Canvas ${step.block} · final at step ${step.step} · ${canvas.length} tokens · ${rate(stats)} tokens per step`;
+      return;
+    }
+    this.status.textContent = `Canvas ${step.block} · step ${step.step} · ${accepted} accepted, ${step.masked} still noise`;
   }
 
   /** The reply ended: positions still masked are not part of it. */
@@ -117,10 +152,11 @@ export class DenoiseView {
     clear(this.strip);
     this.strip.dataset["block"] = String(step.block);
     this.cells = [];
+    const noise = step.canvas !== undefined;
     for (let position = 0; position < step.block_size; position++) {
       const prompt = position < step.reply_start;
       const cell = el("span", { class: "cell", text: prompt ? "" : "·", title: prompt ? "prompt" : `position ${position}: masked` });
-      cell.dataset["state"] = prompt ? "prompt" : "masked";
+      cell.dataset["state"] = prompt ? "prompt" : noise ? "noise" : "masked";
       this.cells.push(cell);
       this.strip.append(cell);
     }

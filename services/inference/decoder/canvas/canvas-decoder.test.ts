@@ -6,6 +6,7 @@ import { HAVE_CONVERT_VENV, runConvertPython } from "../../../../test/convert/co
 import { type DiffusionGemmaFixture, diffusionGemmaFixture } from "../../../../test/convert/diffusion-gemma-fixture.js";
 import { type CanvasDraws, CanvasDecoder, type CanvasStepEvent, seededDraws } from "./canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "./canvas-model.js";
+import type { CommittedLogprob } from "../logprobs.js";
 
 function recording(inner: CanvasDraws, log: [string, number[]][]): CanvasDraws {
   return {
@@ -37,22 +38,32 @@ describe.skipIf(!HAVE_CONVERT_VENV)("canvas decoding on the tiny converted Diffu
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  it("equals transformers' own generate, token for token over three canvases, given the same random draws", async () => {
+  it("equals transformers' own generate, token for token over three canvases, given the same random draws; so do its logprobs", async () => {
     const log: [string, number[]][] = [];
     const promptIds = prompt("Hello! How are you today?");
     const steps: CanvasStepEvent[] = [];
     const streamed: number[] = [];
+    const logprobs: CommittedLogprob[] = [];
     const r = await new CanvasDecoder(model).generate({
       promptIds,
       maxTokens: 40,
       draws: recording(seededDraws(5), log),
+      logprobs: { top: 3 },
       onStep: (e) => steps.push(e),
-      onCanvas: (tokens) => streamed.push(...tokens),
+      onCanvas: (canvas) => {
+        streamed.push(...canvas.tokens);
+        logprobs.push(...(canvas.logprobs ?? []));
+        return undefined;
+      },
     });
     const file = join(scratch, "draws.json");
-    writeFileSync(file, JSON.stringify({ prompt: promptIds, max_new_tokens: 40, draws: log }));
+    writeFileSync(file, JSON.stringify({ prompt: promptIds, max_new_tokens: 40, draws: log, top_logprobs: 3 }));
     const { stdout } = await runConvertPython(["convert/tests/canvas_reference_decode.py", fx.checkpoint, file], 120_000);
-    const ref = JSON.parse(stdout.trim().split("\n").at(-1)!) as { sequence: number[]; draws_used: number };
+    const ref = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
+      sequence: number[];
+      draws_used: number;
+      logprobs: { token: number; logprob: number; top: [number, number][] }[];
+    };
     expect(ref.draws_used).toBe(log.length); // transformers consumed exactly the engine's draws
     expect(r.tokens).toEqual(ref.sequence.slice(0, r.tokens.length));
     expect(r.tokens.length).toBe(40);
@@ -63,6 +74,23 @@ describe.skipIf(!HAVE_CONVERT_VENV)("canvas decoding on the tiny converted Diffu
     expect(streamed).toEqual(r.tokens);
     expect(r.tokensPerStep).toBeCloseTo(40 / r.steps, 9);
     expect(steps.some((s) => s.accepted > 1)).toBe(true);
+    // Each canvas's last step is flagged, and its draft is the canvas the reply took.
+    const lastSteps = steps.filter((s) => s.last);
+    expect(lastSteps.map((s) => s.canvasIndex)).toEqual([0, 1, 2]);
+    expect(lastSteps.flatMap((s) => s.draft).slice(0, 40)).toEqual(r.tokens);
+    expect(steps.every((s) => s.acceptedMask.filter(Boolean).length === s.accepted)).toBe(true);
+    // Logprobs: the raw logits (no temperature) of each canvas's last step, as transformers' give them.
+    expect(logprobs.map((e) => e.token)).toEqual(r.tokens);
+    expect(logprobs.map((e) => e.step)).toEqual(r.tokens.map((_, i) => lastSteps[Math.floor(i / model.config.canvasLength)]!.step));
+    for (const [i, e] of logprobs.entries()) {
+      const want = ref.logprobs[i]!;
+      expect(want.token).toBe(e.token);
+      expect(Math.abs(e.logprob - want.logprob)).toBeLessThan(1e-3);
+      expect(e.top.map((t) => t.token)).toEqual(want.top.map(([t]) => t));
+      for (const [j, t] of e.top.entries()) expect(Math.abs(t.logprob - want.top[j]![1])).toBeLessThan(1e-3);
+      // The reply token is its step's argmax, so it leads its own alternatives.
+      expect(e.top[0]!.token).toBe(e.token);
+    }
   }, 180_000);
 
   it("batches rows into one forward per step, each row's reply the same as alone", async () => {

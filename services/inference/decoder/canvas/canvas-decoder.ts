@@ -8,6 +8,7 @@
  * which rows it was batched with.
  */
 import * as ort from "onnxruntime-node";
+import { type CommittedLogprob, logprobsAt } from "../logprobs.js";
 import { batchFeeds, emptyCache, type RowCache, storePresents } from "./canvas-kv.js";
 import type { CanvasModel } from "./canvas-model.js";
 import { acceptMask, nextCanvas, noiseTokens, processRow, seededRandom, StableConfidentStop, temperatureAt } from "./sampler.js";
@@ -29,9 +30,24 @@ export function seededDraws(seed: number): CanvasDraws {
 /** One denoising step of one row, as streamed: the draft is this step's argmax canvas. */
 export interface CanvasStepEvent {
   canvasIndex: number;
+  /** The row's denoiser step, from 1 over all its canvases. */
   step: number;
+  /** The step within this canvas, from 1. */
+  canvasStep: number;
   draft: readonly number[];
+  /** Per position: the sampler accepted its sample (true) or renoised it (false). */
+  acceptedMask: readonly boolean[];
   accepted: number;
+  /** This step ended the canvas (stable and confident, or out of steps): its draft is the canvas's reply. */
+  last: boolean;
+}
+
+/** A finished canvas as the reply takes it: its tokens (cut at the stop token and maxTokens). */
+export interface FinishedCanvas {
+  tokens: readonly number[];
+  canvasIndex: number;
+  /** With CanvasRequest.logprobs: one entry per token, read from the logits of the canvas's last step. */
+  logprobs?: CommittedLogprob[];
 }
 
 /** A prompt's images: vision.onnx's rows, in prompt order, and where each image's tokens are. */
@@ -49,8 +65,17 @@ export interface CanvasRequest {
   draws: CanvasDraws;
   signal?: AbortSignal;
   onStep?: (e: CanvasStepEvent) => void;
-  /** A finished canvas's reply tokens (cut at the stop token). */
-  onCanvas?: (tokens: readonly number[], canvasIndex: number) => void;
+  /**
+   * A finished canvas, appended to the reply. Returning true ends the reply there with
+   * finish reason "stop" (a stop sequence appeared in its text): no further canvas is denoised.
+   */
+  onCanvas?: (canvas: FinishedCanvas) => boolean | undefined;
+  /**
+   * Each reply token's log-probability and `top` alternatives, under the softmax of the raw
+   * logits (before the step's temperature) of the step whose argmax gave the token: the
+   * canvas's last step (docs/decoding.md, "Logprobs on a canvas").
+   */
+  logprobs?: { top: number };
 }
 
 export interface CanvasResult {
@@ -82,6 +107,7 @@ export class CanvasDecoder {
   private running = false;
   /** Denoiser forwards run and rows they carried (metrics). */
   readonly stats = { forwards: 0, rowSteps: 0 };
+  private noBans: Uint8Array | undefined;
 
   constructor(
     private readonly model: CanvasModel,
@@ -234,29 +260,36 @@ export class CanvasDecoder {
       row.sc = nextSc.slice(b * C * H, (b + 1) * C * H);
       row.steps++;
       const stopped = row.stop.step(processed.argmax, processed.entropy);
-      row.stepsLeft--;
+      const last = stopped || row.stepsLeft === 1;
       row.req.onStep?.({
         canvasIndex: row.canvasIndex,
         step: row.steps,
+        canvasStep: config.sampler.maxDenoisingSteps - row.stepsLeft + 1,
         draft: Array.from(processed.argmax),
+        acceptedMask: accepted,
         accepted: accepted.filter(Boolean).length,
+        last,
       });
-      if (stopped || row.stepsLeft === 0) await this.finishCanvas(row, Array.from(processed.argmax));
+      row.stepsLeft--;
+      if (last) await this.finishCanvas(row, Array.from(processed.argmax), logits.subarray(b * C * V, (b + 1) * C * V));
     }
   }
 
-  private async finishCanvas(row: Row, argmax: number[]): Promise<void> {
+  /** `logits`: the row's `[canvas, vocab]` raw logits of the canvas's last step. */
+  private async finishCanvas(row: Row, argmax: number[], logits: Float32Array): Promise<void> {
     const { config } = this.model;
     const stopAt = argmax.findIndex((t) => config.stopTokenIds.includes(t));
     const room = row.req.maxTokens - row.reply.length;
     const kept = argmax.slice(0, Math.min(stopAt < 0 ? argmax.length : stopAt, room));
     row.reply.push(...kept);
-    row.req.onCanvas?.(kept, row.canvasIndex);
-    const stopped = stopAt >= 0 && stopAt <= room;
+    const finished: FinishedCanvas = { tokens: kept, canvasIndex: row.canvasIndex };
+    if (row.req.logprobs !== undefined) finished.logprobs = this.logprobsOf(kept, logits, row.req.logprobs.top, row.steps);
+    const stopToken = stopAt >= 0 && stopAt <= room;
+    const stopped = row.req.onCanvas?.(finished) === true || stopToken;
     if (stopped || row.reply.length >= row.req.maxTokens) {
       const i = this.rows.indexOf(row);
       if (i >= 0) this.rows.splice(i, 1);
-      const generated = row.reply.length + (stopped ? 1 : 0);
+      const generated = row.reply.length + (stopToken ? 1 : 0);
       row.resolve({
         tokens: row.reply,
         finishReason: stopped ? "stop" : "length",
@@ -268,5 +301,12 @@ export class CanvasDecoder {
     }
     await this.encode(row.cache, argmax);
     this.startCanvas(row);
+  }
+
+  /** Log-softmax over the whole vocabulary of the raw logits at each kept position (nothing banned: the sampler reads every token). */
+  private logprobsOf(tokens: readonly number[], logits: Float32Array, top: number, step: number): CommittedLogprob[] {
+    const V = this.model.config.vocabSize;
+    this.noBans ??= new Uint8Array(V);
+    return tokens.map((token, i) => ({ token, ...logprobsAt(logits, i * V, V, this.noBans!, token, top), step }));
   }
 }
