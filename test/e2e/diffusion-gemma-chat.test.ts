@@ -1,12 +1,16 @@
 // DiffusionGemma end to end: the official `openai` client over real HTTP against the embedded
 // server serving the tiny converted DiffusionGemma (contract v3, decoded on canvases). Random
 // weights, so the text is noise; what is pinned down is the shape (chat, stream, usage, finish
-// reasons) and the refusals a canvas model answers with a 400 that says why.
+// reasons, logprobs, stop sequences, raw completions, the live denoising view's canvas steps)
+// and the refusals a canvas model answers with a 400 that says why.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
+import { createTextTokenizer, type TextTokenizer } from "../../services/inference/prompt/tokenizer.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 
@@ -16,8 +20,13 @@ const ask = { model: MODEL, messages: [{ role: "user" as const, content: "Hello!
 describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) through the openai client", () => {
   let tessera: TestTessera;
   let client: OpenAI;
+  let tokenizer: TextTokenizer;
+  let stopTokenIds: number[];
   beforeAll(async () => {
     const fx = await diffusionGemmaFixture();
+    const json = (name: string) => JSON.parse(readFileSync(join(fx.model, name), "utf8")) as Record<string, unknown>;
+    tokenizer = createTextTokenizer(json("tokenizer.json"), json("tokenizer_config.json"));
+    stopTokenIds = json("config.json").stop_token_ids as number[];
     tessera = await startTestTessera({ modelDir: fx.model });
     client = new OpenAI({ apiKey: tessera.key, baseURL: `${tessera.url}/v1`, maxRetries: 0, timeout: 60_000 });
   }, 300_000);
@@ -51,6 +60,92 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) through the o
     expect(usage!.completion_tokens).toBeGreaterThan(0);
     expect(content.length).toBeGreaterThan(0);
     expect(chunks.filter((c) => (c.choices[0]?.delta.content ?? "") !== "").length).toBeGreaterThanOrEqual(1);
+  }, 120_000);
+
+  it("logprobs: one entry per reply token, the token its step's most probable, its bytes spelling the reply", async () => {
+    const r = await client.chat.completions.create({ ...ask, max_tokens: 40, logprobs: true, top_logprobs: 3 });
+    const choice = r.choices[0]!;
+    const entries = choice.logprobs!.content!;
+    expect(entries.length).toBe(r.usage!.completion_tokens);
+    for (const e of entries) {
+      expect(e.logprob).toBeLessThanOrEqual(0);
+      expect(e.top_logprobs.length).toBe(3);
+      // The reply token is the argmax of its canvas's last step: first among its alternatives.
+      expect(e.top_logprobs[0]!.token).toBe(e.token);
+      expect(e.top_logprobs[0]!.logprob).toBeCloseTo(e.logprob, 9);
+      expect(e.top_logprobs[1]!.logprob).toBeLessThanOrEqual(e.top_logprobs[0]!.logprob);
+    }
+    expect(Buffer.concat(entries.map((e) => Buffer.from(e.bytes!))).toString("utf8")).toBe(choice.message.content);
+  }, 120_000);
+
+  it("stop sequences, streamed with logprobs and the denoising view: the reply ends at the canvas where one appears, cut before it", async () => {
+    const stop = ["e", "o", " ", "a"]; // among the commonest characters of the tiny model's noise
+    const params = {
+      ...ask,
+      max_tokens: 160,
+      stop,
+      logprobs: true,
+      stream: true,
+      stream_options: { include_usage: true, include_denoising: true },
+    } as OpenAI.ChatCompletionCreateParamsStreaming;
+    const chunks: OpenAI.ChatCompletionChunk[] = [];
+    for await (const chunk of await client.chat.completions.create(params)) chunks.push(chunk);
+    type Step = {
+      block: number;
+      step: number;
+      block_size: number;
+      masked: number;
+      canvas_final?: boolean;
+      canvas?: { token_id: number; text: string; accepted: boolean }[];
+    };
+    const steps = chunks.flatMap((c) => (c as { denoising?: Step }).denoising ?? []);
+    const content = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+    const entries = chunks.flatMap((c) => c.choices[0]?.logprobs?.content ?? []);
+    const usage = chunks.find((c) => c.usage)!.usage!;
+    expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0]?.finish_reason).toBe("stop");
+    for (const s of stop) expect(content).not.toContain(s);
+    expect(entries.length).toBe(usage.completion_tokens);
+
+    // Every step shows the whole canvas: its draft tokens, accepted or renoised.
+    expect(steps.length).toBeGreaterThan(0);
+    for (const s of steps) {
+      expect(s.canvas!.length).toBe(s.block_size);
+      expect(s.canvas!.filter((c) => !c.accepted).length).toBe(s.masked);
+    }
+    // The finished canvases, in order, as their last steps show them; the reply is their tokens
+    // up to the model's stop token, and the reply's entries are its first tokens.
+    const finals = steps.filter((s) => s.canvas_final === true);
+    expect(finals.map((s) => s.block)).toEqual(finals.map((_, i) => i));
+    const ids = finals.flatMap((s) => s.canvas!.map((c) => c.token_id));
+    const stopToken = ids.findIndex((id) => stopTokenIds.includes(id));
+    const replyIds = stopToken < 0 ? ids : ids.slice(0, stopToken);
+    expect(entries.map((e) => e.token)).toEqual(replyIds.slice(0, entries.length).map((id) => tokenizer.decode([id])));
+    // The reply is cut before the first stop sequence in its text, which the last canvas
+    // brought (no canvas after it was denoised), unless the stop token came first.
+    const text = tokenizer.decode(replyIds);
+    const first = Math.min(...stop.map((s) => text.indexOf(s)).filter((i) => i >= 0));
+    expect(content).toBe(Number.isFinite(first) ? text.slice(0, first) : text);
+    const beforeLast = tokenizer.decode(finals.slice(0, -1).flatMap((s) => s.canvas!.map((c) => c.token_id)));
+    for (const s of stop) expect(beforeLast).not.toContain(s);
+  }, 120_000);
+
+  it("a raw completion (/v1/completions): the prompt as it is, legacy logprobs, a stop sequence", async () => {
+    const r = await client.completions.create({
+      model: MODEL,
+      prompt: "The quick brown fox",
+      max_tokens: 48,
+      logprobs: 2,
+      stop: ["e", "o"],
+    });
+    const choice = r.choices[0]!;
+    expect(r.usage!.prompt_tokens).toBe(tokenizer.encode("The quick brown fox").length);
+    expect(choice.finish_reason).toBe("stop");
+    expect(choice.text).not.toMatch(/[eo]/);
+    const lp = choice.logprobs!;
+    expect(lp.tokens!.length).toBe(r.usage!.completion_tokens);
+    expect(lp.token_logprobs!.every((x) => x <= 0)).toBe(true);
+    expect(lp.top_logprobs!.every((alts) => Object.keys(alts).length >= 1)).toBe(true);
+    expect(lp.tokens!.join("").startsWith(choice.text)).toBe(true);
   }, 120_000);
 
   it("refuses JSON modes, forced tool calls and tools with a 400 that says why (images: diffusion-gemma-images.test.ts)", async () => {

@@ -93,6 +93,24 @@ describe.skipIf(!HAVE_CONVERT_VENV)("canvas decoding on the tiny converted Diffu
     }
   }, 180_000);
 
+  it("a canvas whose onCanvas returns true ends the reply there (a stop sequence): no further canvas is denoised", async () => {
+    const canvases: number[] = [];
+    const r = await new CanvasDecoder(model).generate({
+      promptIds: prompt("Tell me a story"),
+      maxTokens: 200,
+      draws: seededDraws(11),
+      onCanvas: ({ canvasIndex }) => {
+        canvases.push(canvasIndex);
+        return canvasIndex === 1;
+      },
+    });
+    // (Seed 11's first canvas holds no stop token, so it is the callback that ends the reply.)
+    expect(r.finishReason).toBe("stop");
+    expect(canvases).toEqual([0, 1]);
+    expect(r.canvases).toBe(2);
+    expect(r.tokens.length).toBe(2 * model.config.canvasLength);
+  }, 60_000);
+
   it("batches rows into one forward per step, each row's reply the same as alone", async () => {
     const a = prompt("The weather in Paris");
     const b = prompt("0123456789 the quick brown fox jumps over the lazy dog");
