@@ -3,10 +3,15 @@
 // accept over [canvas, vocab] in JS), the encoder's ms per canvas, tokens per step, and memory
 // (RSS before and after loading, peak). Four prompts are decoded one at a time, then together,
 // in one run, with the same seeds; the ratio of the two throughputs is what batching buys.
+// Then the JS sampler and the logprob readout at the 26B-A4B's vocabulary (262,144) on random
+// logits, per [position x vocabulary] element: the part of a step that grows with the
+// vocabulary and runs on the CPU whatever runs the graph (README, "Serving DiffusionGemma").
 //
 //   npx tsx bench/canvas-decode.ts <model-dir> [max-tokens]   (a `tessera convert` of a diffusion_gemma checkpoint)
 import { CanvasDecoder, seededDraws } from "../services/inference/decoder/canvas/canvas-decoder.js";
 import { loadCanvasModel } from "../services/inference/decoder/canvas/canvas-model.js";
+import { processRow, seededRandom } from "../services/inference/decoder/canvas/sampler.js";
+import { logprobsAt } from "../services/inference/decoder/logprobs.js";
 
 const dir = process.argv[2];
 if (!dir) {
@@ -82,3 +87,25 @@ console.log(
   `memory: RSS ${mib(rssBefore)} MiB before load, ${mib(rssLoaded)} MiB loaded, peak ${mib(process.resourceUsage().maxRSS * 1024)} MiB`,
 );
 await model.close();
+
+// The sampler at the 26B's vocabulary: 16 positions of random logits (soft-capped range), timed
+// per element, and the logprob readout (top 20) of one position.
+const VOCAB_26B = 262_144;
+const POSITIONS = 16;
+const random = seededRandom(7);
+const logits = Float32Array.from({ length: POSITIONS * VOCAB_26B }, () => (random() * 2 - 1) * 30);
+const uniforms = Float64Array.from({ length: POSITIONS }, random);
+processRow(logits, POSITIONS, VOCAB_26B, 1.2, uniforms); // warm-up
+let t = performance.now();
+const rounds = 3;
+for (let i = 0; i < rounds; i++) processRow(logits, POSITIONS, VOCAB_26B, 1.2, uniforms);
+const samplerNs = ((performance.now() - t) * 1e6) / (rounds * POSITIONS * VOCAB_26B);
+const noBans = new Uint8Array(VOCAB_26B);
+t = performance.now();
+for (let i = 0; i < POSITIONS; i++) logprobsAt(logits, i * VOCAB_26B, VOCAB_26B, noBans, 0, 20);
+const logprobNs = ((performance.now() - t) * 1e6) / (POSITIONS * VOCAB_26B);
+const step26b = (samplerNs * 256 * VOCAB_26B) / 1e6;
+console.log(
+  `sampler at vocabulary ${VOCAB_26B}: ${samplerNs.toFixed(2)} ns per element (${step26b.toFixed(0)} ms per row per 256-position step); ` +
+    `logprobs (top 20): ${logprobNs.toFixed(2)} ns per element (${((logprobNs * 256 * VOCAB_26B) / 1e6).toFixed(0)} ms per 256-token canvas)`,
+);
