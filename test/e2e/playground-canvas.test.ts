@@ -2,6 +2,9 @@
 // through playwright-core, as playground.test.ts): the embedded server serves the tiny
 // converted DiffusionGemma; a chat shows each canvas's positions as noise, then accepted
 // draft tokens, then the canvas the reply takes, and a line per finished canvas.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildPlayground } from "../../web/build.js";
@@ -11,6 +14,8 @@ import { openPage } from "../helpers/browser.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
+
+const SHOTS = mkdtempSync(join(tmpdir(), "tessera-shots-"));
 
 interface Seen {
   block: string;
@@ -83,7 +88,10 @@ describe.skipIf(!HAVE_CONVERT_VENV)("playground: the denoising view of a canvas 
       expect(steps).toBeGreaterThan(0);
       expect(rate).toBeCloseTo(tokens! / steps!, 1);
     }
+    // The legend names the canvas's states instead of the mask model's forward ramp.
+    expect(await page.locator(".denoise-legend:visible").textContent()).toMatch(/renoised.*accepted this step.*the canvas the reply takes/);
     expect(await page.locator(".denoise-status").textContent()).toMatch(/^Done: \d+ reply tokens in \d+ denoising forwards\.$/);
+    await page.screenshot({ path: join(SHOTS, "playground-canvas.png"), fullPage: true });
     expect(pageErrors).toEqual([]);
   }, 120_000);
 });

@@ -25,6 +25,8 @@ export class DenoiseView {
   private readonly status: HTMLElement;
   private readonly history: HTMLTableSectionElement;
   private readonly legendLast: HTMLElement;
+  private readonly legend: HTMLElement;
+  private readonly canvasLegend: HTMLElement;
   private cells: HTMLElement[] = [];
   private current: BlockStats | null = null;
 
@@ -33,7 +35,7 @@ export class DenoiseView {
     this.strip = el("div", { class: "denoise-strip", testid: "denoise-view", attrs: { role: "img", "aria-label": "current block" } });
     this.history = el("tbody");
     this.legendLast = el("span", { text: "last" });
-    const legend = el(
+    this.legend = el(
       "div",
       { class: "denoise-legend", attrs: { "aria-hidden": "true" } },
       "committed at forward 1 ",
@@ -41,6 +43,19 @@ export class DenoiseView {
       " ",
       this.legendLast,
     );
+    // A canvas model's states: every position holds a draft token each step.
+    const swatch = (state: string, text: string) => el("span", { class: "cell legend-cell", text, attrs: { "data-state": state } });
+    this.canvasLegend = el(
+      "div",
+      { class: "denoise-legend", attrs: { "aria-hidden": "true" } },
+      swatch("noise", "noise"),
+      " renoised ",
+      swatch("accepted", "draft"),
+      " accepted this step ",
+      swatch("committed", "final"),
+      " the canvas the reply takes",
+    );
+    this.canvasLegend.hidden = true;
     const table = el(
       "table",
       { class: "denoise-history" },
@@ -58,7 +73,7 @@ export class DenoiseView {
       ),
       this.history,
     );
-    root.append(this.status, this.strip, legend, table);
+    root.append(this.status, this.strip, this.legend, this.canvasLegend, table);
   }
 
   reset(): void {
@@ -153,6 +168,8 @@ export class DenoiseView {
     this.strip.dataset["block"] = String(step.block);
     this.cells = [];
     const noise = step.canvas !== undefined;
+    this.legend.hidden = noise;
+    this.canvasLegend.hidden = !noise;
     for (let position = 0; position < step.block_size; position++) {
       const prompt = position < step.reply_start;
       const cell = el("span", { class: "cell", text: prompt ? "" : "·", title: prompt ? "prompt" : `position ${position}: masked` });
