@@ -146,6 +146,12 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) through the o
     expect(lp.token_logprobs!.every((x) => x <= 0)).toBe(true);
     expect(lp.top_logprobs!.every((alts) => Object.keys(alts).length >= 1)).toBe(true);
     expect(lp.tokens!.join("").startsWith(choice.text)).toBe(true);
+    // echo: the prompt's tokens first (null logprobs: the engine does not score the prompt), then the reply's.
+    const echoed = await client.completions.create({ model: MODEL, prompt: "The quick brown fox", max_tokens: 8, logprobs: 1, echo: true });
+    const promptTokens = echoed.usage!.prompt_tokens;
+    expect(echoed.choices[0]!.text.startsWith("The quick brown fox")).toBe(true);
+    expect(echoed.choices[0]!.logprobs!.token_logprobs!.slice(0, promptTokens).every((x) => x === null)).toBe(true);
+    expect(echoed.choices[0]!.logprobs!.tokens!.length).toBe(promptTokens + echoed.usage!.completion_tokens);
   }, 120_000);
 
   it("refuses JSON modes, forced tool calls and tools with a 400 that says why (images: diffusion-gemma-images.test.ts)", async () => {
