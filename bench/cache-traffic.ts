@@ -12,7 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ForwardFetch, ForwardInputs, ForwardRunner } from "../services/inference/decoder/forward.js";
 import { createOrtRunner } from "../services/inference/decoder/forward.js";
-import { kvShapeOf } from "../services/inference/engine/engine.js";
+import { kvShapeOf } from "../services/inference/engine/runtime.js";
 import { loadModelDir } from "../services/inference/engine/model-dir.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

@@ -154,13 +154,13 @@ export async function openRig(modelDir: string, rowTokens?: number): Promise<Rig
         const started = performance.now();
         const out = await inner.run(inputs, fetch);
         const wallMs = performance.now() - started;
-        const worker = lastWorkerRun(pool.engines[0]!.model.session);
+        const worker = lastWorkerRun(pool.runtimes[0]!.model.session);
         forwards.push({ prefill: fetch.present, wallMs, runMs: worker?.runMs ?? wallMs, fillMs: worker?.fillMs ?? 0 });
         return out;
       },
     }),
   });
-  const engine = pool.engines[0]!;
+  const engine = pool.runtimes[0]!;
   const tokenizer = engine.model.tokenizer;
   const encode = tokenizer.encode.bind(tokenizer);
   let tokenizeMs = 0;
@@ -176,7 +176,7 @@ export async function openRig(modelDir: string, rowTokens?: number): Promise<Rig
   const logger = silentLogger();
   const inference = createClient(
     InferenceService,
-    createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, logger, workerId: "bench" }))),
+    createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, workerId: "bench" }))),
   );
   // The decision service's client of the inference service, timing Score and keeping its logits.
   let scoreMs = 0;

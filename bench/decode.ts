@@ -18,7 +18,7 @@ import type { UnmaskPolicy } from "../services/inference/decoder/policies/policy
 import { buildPolicy } from "../services/inference/decoder/policies/registry.js";
 import { selectPolicy } from "../services/inference/decoder/policies/select.js";
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
-import { createModelEngine } from "../services/inference/engine/engine.js";
+import { createModelRuntime } from "../services/inference/engine/runtime.js";
 import { loadModelDir, type ModelDir } from "../services/inference/engine/model-dir.js";
 import { recordingRunner } from "../support/recording-runner.js";
 import { TINY_MODEL_DIR } from "../support/tiny-model.js";
@@ -148,7 +148,7 @@ interface Row {
 
 async function runPolicy(model: ModelDir, policy: UnmaskPolicy, prompts: number[][], maxTokens = MAX_TOKENS): Promise<Reply[]> {
   let recorder: ReturnType<typeof recordingRunner> | undefined;
-  const engine = createModelEngine({
+  const engine = createModelRuntime({
     name: "bench",
     servingIds: ["bench"],
     model,

@@ -12,7 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as ort from "onnxruntime-node";
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
-import { createModelEngine, type ModelEngine } from "../services/inference/engine/engine.js";
+import { createModelRuntime, type ModelRuntime } from "../services/inference/engine/runtime.js";
 import { loadModelDir, type ModelDir } from "../services/inference/engine/model-dir.js";
 import { openSession } from "../services/inference/onnx/onnx-session.js";
 import { type RecordedForward, recordingRunner } from "../support/recording-runner.js";
@@ -73,7 +73,7 @@ function chatPrompt(model: ModelDir, content: string): number[] {
 }
 
 async function generateOne(
-  engine: ModelEngine,
+  engine: ModelRuntime,
   model: ModelDir,
   prompt: number[],
   maxTokens: number,
@@ -90,7 +90,7 @@ async function generateOne(
 }
 
 async function generateAll(
-  engine: ModelEngine,
+  engine: ModelRuntime,
   model: ModelDir,
   prompts: string[],
   maxTokens: number,
@@ -175,7 +175,7 @@ interface PrefillRow {
  * it computed (the prefill asks for the readout, as it did before onnx-head.ts), alternated.
  */
 async function benchPrefill(
-  engine: ModelEngine,
+  engine: ModelRuntime,
   model: ModelDir,
   recorded: () => RecordedForward[],
   setHead: (on: boolean) => void,
@@ -233,7 +233,7 @@ async function benchModel(dir: string, workload: Workload): Promise<{ rows: Row[
   const { session: bare } = await openSession(path.join(dir, model.config.onnxFile), { intraOpThreads: THREADS });
   let recorded: RecordedForward[] = [];
   let headOnPrefill = false;
-  const engine = createModelEngine({
+  const engine = createModelRuntime({
     name: path.basename(dir),
     servingIds: [path.basename(dir)],
     model,

@@ -79,12 +79,16 @@ async function main() {
     },
   });
   const logger = createLogger({ level: "info", destination: sink });
-  const pool = await loadModelPool({ models: [{ servingId: "m", dir }], slots: 1, queue: 16, logger });
+  const pool = await loadModelPool({
+    models: [{ servingId: "m", dir }],
+    slots: 1,
+    queue: 16,
+    logger,
+    grammar: { compileBudgetMs: 600_000 },
+  });
   const client = createClient(
     InferenceService,
-    createRouterTransport(({ service }) =>
-      service(InferenceService, createInferenceService({ pool, logger, workerId: "bench", grammar: { compileBudgetMs: 600_000 } })),
-    ),
+    createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, workerId: "bench" }))),
   );
 
   const request = (mode: Mode, content: string) =>

@@ -10,7 +10,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { createOrtRunner, type ForwardInputs } from "../services/inference/decoder/forward.js";
-import { kvShapeOf } from "../services/inference/engine/engine.js";
+import { kvShapeOf } from "../services/inference/engine/runtime.js";
 import { loadModelDir } from "../services/inference/engine/model-dir.js";
 import { readoutInputs } from "../services/inference/score/score-batch.js";
 

@@ -47,21 +47,21 @@ export async function startInferenceWorker(
     ortWorker: config.ortWorker,
     threshold: config.unmaskThreshold,
     unmaskPolicy: config.unmaskPolicy,
+    grammar: {
+      cacheSize: config.grammarCacheSize,
+      compileBudgetMs: config.grammarCompileBudgetMs,
+      workers: config.grammarWorkers,
+      numberBounds: config.grammarNumberBounds,
+      finish: {
+        loopRepeats: config.grammarLoopRepeats,
+        stringBudget: config.grammarStringBudget,
+        itemBudget: config.grammarItemBudget,
+        freeText: config.grammarFreeTextGuard,
+        replyBudget: config.grammarReplyBudget,
+      },
+    },
     logger: inferenceLogger,
     metrics: metrics.registry,
   });
-  const grammar = {
-    cacheSize: config.grammarCacheSize,
-    compileBudgetMs: config.grammarCompileBudgetMs,
-    workers: config.grammarWorkers,
-    numberBounds: config.grammarNumberBounds,
-    finish: {
-      loopRepeats: config.grammarLoopRepeats,
-      stringBudget: config.grammarStringBudget,
-      itemBudget: config.grammarItemBudget,
-      freeText: config.grammarFreeTextGuard,
-      replyBudget: config.grammarReplyBudget,
-    },
-  };
-  return { pool, routes: inferenceRoutes({ pool, logger: inferenceLogger, workerId: config.workerId, grammar }) };
+  return { pool, routes: inferenceRoutes({ pool, workerId: config.workerId }) };
 }

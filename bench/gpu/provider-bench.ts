@@ -11,7 +11,7 @@ import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
 import { BatchBuilder } from "../../services/inference/decoder/batch.js";
 import { createOrtRunner } from "../../services/inference/decoder/forward.js";
 import { createKVCache } from "../../services/inference/decoder/kv-cache.js";
-import { decodeModelOf, kvShapeOf } from "../../services/inference/engine/engine.js";
+import { decodeModelOf, kvShapeOf } from "../../services/inference/engine/runtime.js";
 import { loadModelPool } from "../../services/inference/engine/model-pool.js";
 import type { ExecutionProvider } from "../../services/inference/onnx/onnx-session.js";
 
@@ -36,7 +36,7 @@ const pool = await loadModelPool({
   ortWorker: false,
   unmaskPolicy: "threshold(0.9)",
 });
-const engine = pool.engines[0]!;
+const engine = pool.runtimes[0]!;
 const model = engine.model;
 const decode = decodeModelOf(model);
 const shape = kvShapeOf(model);

@@ -60,7 +60,7 @@ export async function readLabelled(
     const scores: ScoreResponse[] = [];
     const inference = createClient(
       InferenceService,
-      createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, logger, workerId: SERVING_ID })), {
+      createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, workerId: SERVING_ID })), {
         transport: { interceptors: [keepScores(scores)] },
       }),
     );

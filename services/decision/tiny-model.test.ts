@@ -30,7 +30,7 @@ let unchunked: Client<typeof DecisionService>;
 function decisionClient(over: ModelPool, logger = silentLogger()) {
   const client = createClient(
     InferenceService,
-    createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool: over, logger, workerId: "w1" }))),
+    createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool: over, workerId: "w1" }))),
   );
   const registry = createClient(
     RegistryService,

@@ -16,7 +16,6 @@ import {
   type ChatMessageSchema,
   type GenerateRequestSchema,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
-import { silentLogger } from "../../lib/logger.js";
 import type { ForwardOutputs } from "./decoder/forward.js";
 import type { ModelPool } from "./engine/model-pool.js";
 import { collectGeneration, connectFailure as failure, startTinyInference } from "../../test/helpers/inference-service.js";
@@ -25,7 +24,6 @@ import { fullForward, recordingRunner, type RecordedForward } from "../../test/h
 
 type MessageInit = MessageInitShape<typeof ChatMessageSchema>;
 
-const logger = silentLogger();
 let pool: ModelPool;
 let client: Client<typeof InferenceService>;
 let forwards: RecordedForward[] = [];
@@ -194,7 +192,7 @@ describe("Generate", () => {
 });
 
 describe("Score", () => {
-  const model = () => pool.engine("decisionmodel-0.1")!.model;
+  const model = () => pool.runtime("decisionmodel-0.1")!.model;
   const PREFIX =
     "<|im_start|>system\nAnswer the question about the state below.<|im_end|>\n<|im_start|>user\nState:\nThe invoice is 90 days overdue and the customer has not answered three e-mails about it. The quick brown fox jumps over the lazy dog.\n";
   const SUFFIXES = [
@@ -212,7 +210,7 @@ describe("Score", () => {
   async function slotLogits(text: string, fill: number[], masks: number): Promise<{ out: ForwardOutputs; at: number }> {
     const m = model();
     const ids = [...m.tokenizer.encode(text), ...fill];
-    const engine = pool.engine("decisionmodel-0.1")!;
+    const engine = pool.runtime("decisionmodel-0.1")!;
     const out = await fullForward(m, engine.runner, [...ids, ...new Array<number>(masks).fill(m.config.maskTokenId)]);
     return { out, at: ids.length };
   }
@@ -296,7 +294,7 @@ describe("Score", () => {
 
 describe("CountTokens and GetModelInfo", () => {
   it("counts a text or a rendered conversation", async () => {
-    const m = pool.engine("textmodel-26b")!.model;
+    const m = pool.runtime("textmodel-26b")!.model;
     expect((await client.countTokens({ model: "textmodel-26b", text: "Hello world!" })).tokens).toBe(8);
     const messages = [user("hi")];
     const rendered = m.tokenizer.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n").length;
@@ -317,7 +315,7 @@ describe("CountTokens and GetModelInfo", () => {
     });
     expect(info.decision?.labels).toMatchObject({ noul: ["<|yes|>", "<|no|>"] });
     expect(pool.servingIds).toEqual(["textmodel-26b", "decisionmodel-0.1"]);
-    expect(pool.engines).toHaveLength(1); // both ids share one loaded model
+    expect(pool.runtimes).toHaveLength(1); // both ids share one loaded model
     expect(pool.slotsTotal).toBe(2);
   });
 });
@@ -328,7 +326,7 @@ describe("over real gRPC", () => {
   let baseUrl: string;
 
   beforeAll(async () => {
-    server = http2.createServer(connectNodeAdapter({ routes: inferenceRoutes({ pool, logger, workerId: "worker-1" }) }));
+    server = http2.createServer(connectNodeAdapter({ routes: inferenceRoutes({ pool, workerId: "worker-1" }) }));
     server.on("session", (s) => sessions.add(s));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

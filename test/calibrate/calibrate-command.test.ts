@@ -50,7 +50,7 @@ async function topAnswers(states: string[]): Promise<{ spam: boolean; team: numb
     const logger = silentLogger();
     const inference = createClient(
       InferenceService,
-      createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, logger, workerId: "w" }))),
+      createRouterTransport(({ service }) => service(InferenceService, createInferenceService({ pool, workerId: "w" }))),
     );
     const registry = createClient(
       RegistryService,

@@ -4,24 +4,24 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
-import { createModelEngine, type ModelEngine } from "../../services/inference/engine/engine.js";
+import { createModelRuntime, type ModelRuntime } from "../../services/inference/engine/runtime.js";
 import type { GenerationEvent } from "../../services/inference/engine/scheduler.js";
 import { loadModelDir } from "../../services/inference/engine/model-dir.js";
 import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 
-const engines: ModelEngine[] = [];
+const engines: ModelRuntime[] = [];
 const scratch = mkdtempSync(join(tmpdir(), "tessera-decode-"));
 afterAll(async () => {
   for (const e of engines) await e.close();
   rmSync(scratch, { recursive: true, force: true });
 });
 
-async function engineFor(dir: string): Promise<ModelEngine> {
+async function engineFor(dir: string): Promise<ModelRuntime> {
   const model = await loadModelDir(dir, { worker: false });
   const { policy, threshold } = model.config.decoding;
-  const engine = createModelEngine({
+  const engine = createModelRuntime({
     name: dir,
     servingIds: [],
     model,
@@ -34,7 +34,7 @@ async function engineFor(dir: string): Promise<ModelEngine> {
   return engine;
 }
 
-async function greedy(engine: ModelEngine, prompt: number[], maxTokens: number): Promise<number[]> {
+async function greedy(engine: ModelRuntime, prompt: number[], maxTokens: number): Promise<number[]> {
   const stream = await engine.scheduler.generate({
     prompt,
     maxTokens,
@@ -55,7 +55,7 @@ async function reference(checkpoint: string, modelDir: string, prompts: number[]
   return JSON.parse(stdout) as number[][];
 }
 
-function chatPrompt(engine: ModelEngine, text: string): number[] {
+function chatPrompt(engine: ModelRuntime, text: string): number[] {
   return engine.model.tokenizer.encode(
     engine.model.renderChat({
       messages: [{ role: "user", content: text }],

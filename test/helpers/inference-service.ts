@@ -29,7 +29,7 @@ export async function startTinyInference(
     logger,
     ...(wrapRunner === undefined ? {} : { wrapRunner }),
   });
-  const client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, logger, workerId: "worker-1" })));
+  const client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, workerId: "worker-1" })));
   return { pool, client };
 }
 

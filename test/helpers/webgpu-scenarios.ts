@@ -109,7 +109,7 @@ async function serve(provider: ExecutionProvider, slots: number): Promise<Served
     metrics: registry,
     wrapRunner: failing,
   });
-  const client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, logger, workerId: "w" })));
+  const client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, workerId: "w" })));
   return { pool, client, registry, failNext };
 }
 
@@ -125,7 +125,7 @@ async function decisions(s: Served, suffixes: typeof SUFFIXES, prefix = PREFIX) 
 
 /** The chunked decisions, on an engine whose decision forwards hold at most CHUNKED_ROW_TOKENS. */
 async function chunkedDecisions(s: Served) {
-  const engine = { ...s.pool.engines[0]!, maxScoreRowTokens: CHUNKED_ROW_TOKENS };
+  const engine = { ...s.pool.runtimes[0]!, maxScoreRowTokens: CHUNKED_ROW_TOKENS };
   const prefills = async () => (await metric(s, "tessera_forward_passes_total"))["tiny-model/prefill"] ?? 0;
   const before = await prefills();
   const res = await scoreSuffixes(engine, { prefix: PREFIX, suffixes: CHUNKED_SUFFIXES });
@@ -155,11 +155,11 @@ async function timed<T>(name: string, work: () => Promise<T>): Promise<T> {
 
 const cpu = await serve("cpu", 4);
 const gpu = await serve("webgpu", 4);
-const ops = gpu.pool.engines[0]!.model.deviceKV!;
+const ops = gpu.pool.runtimes[0]!.model.deviceKV!;
 const out: Record<string, unknown> = {
-  providers: gpu.pool.engines[0]!.model.executionProviders,
+  providers: gpu.pool.runtimes[0]!.model.executionProviders,
   // The head narrowed to the answer slots (onnx-head-at.ts: a Gather before the head's Gemm) on WebGPU too.
-  headAt: gpu.pool.engines[0]!.model.session.inputNames.includes(LOGITS_AT),
+  headAt: gpu.pool.runtimes[0]!.model.session.inputNames.includes(LOGITS_AT),
 };
 out.baseline = { tensors: ops.heldTensors, bytes: ops.heldBytes };
 

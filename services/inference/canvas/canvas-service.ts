@@ -11,19 +11,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
-import type { HandlerContext } from "@connectrpc/connect";
-import {
-  type CountTokensRequest,
-  FinishReason,
-  GenerateDeltaSchema,
-  type GenerateRequest,
-  type GenerateResponse,
-  GenerateResponseSchema,
-  GenerateStepSchema,
-  ResponseFormatType,
-  type TokenLogprob,
-} from "../../../gen/tessera/inference/v1/inference_pb.js";
-import { MAX_GENERATE_STOP_CHARS, MAX_GENERATE_STOP_SEQUENCES, MAX_TOP_LOGPROBS } from "../../../lib/text-limits.js";
+import { GenerateStepSchema, ResponseFormatType } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import { StopMatcher } from "../decoder/reply-text.js";
 import { checkRawPromptRequest, tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
@@ -32,7 +20,9 @@ import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImageP
 import { buildChatPrompt } from "../prompt/chat-prompt.js";
 import { CanvasDecoder, type CanvasStepEvent, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
-import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS, effectiveMaxTokens } from "../engine/engine.js";
+import type { CountRequest, GenerationRequest, ReplyChunk, ReplyEvent } from "../engine/engine.js";
+import { checkStopSequences, logprobsAsked } from "../engine/reply-options.js";
+import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS, effectiveMaxTokens } from "../engine/runtime.js";
 import type { CanvasScoreLimits } from "./canvas-score.js";
 import { InvalidRequest, PromptTooLong, ShuttingDown } from "../engine/engine-errors.js";
 import type { EngineMetrics } from "../engine/metrics.js";
@@ -122,7 +112,7 @@ export async function loadCanvasEngine(
 
 const invalid = (message: string) => new InvalidRequest(message);
 
-function refuseUnsupported(req: GenerateRequest): void {
+function refuseUnsupported(req: GenerationRequest): void {
   const options = req.options;
   const format = options?.responseFormat?.type;
   if (format === ResponseFormatType.JSON_OBJECT || format === ResponseFormatType.JSON_SCHEMA) {
@@ -135,17 +125,14 @@ function refuseUnsupported(req: GenerateRequest): void {
       `model "${req.model}" denoises a canvas, which cannot be constrained to a forced tool call: tool_choice naming a function is not supported on it`,
     );
   }
-  const stop = options?.stop ?? [];
-  if (stop.length > MAX_GENERATE_STOP_SEQUENCES) throw invalid(`stop: at most ${MAX_GENERATE_STOP_SEQUENCES} sequences`);
-  if (stop.some((s) => s.length > MAX_GENERATE_STOP_CHARS))
-    throw invalid(`stop: each sequence at most ${MAX_GENERATE_STOP_CHARS} characters`);
+  checkStopSequences(options?.stop ?? []);
   if (req.rawPrompt !== undefined) checkRawPromptRequest(req, req.rawPrompt);
 }
 
 /** The prompt's token ids, each image's run expanded (image tokens counted as prompt tokens). */
 async function promptIds(
   engine: CanvasEngine,
-  req: Pick<GenerateRequest, "model" | "messages" | "tools" | "options">,
+  req: Pick<GenerationRequest, "model" | "messages" | "tools" | "options">,
 ): Promise<ImagePrompt> {
   const capabilities = { images: engine.images !== undefined, tools: false, thinking: false };
   const collector = engine.images?.collector();
@@ -166,7 +153,7 @@ async function promptIds(
   return await engine.images.expand(ids, collector.urls);
 }
 
-export async function canvasCountTokens(engine: CanvasEngine, req: CountTokensRequest): Promise<{ tokens: number }> {
+export async function canvasCountTokens(engine: CanvasEngine, req: CountRequest): Promise<{ tokens: number }> {
   if (req.rawPrompt !== undefined) {
     checkRawPromptRequest(req, req.rawPrompt);
     return { tokens: engine.model.tokenizer.encode(req.rawPrompt).length };
@@ -175,12 +162,7 @@ export async function canvasCountTokens(engine: CanvasEngine, req: CountTokensRe
   return { tokens: (await promptIds(engine, req)).ids.length };
 }
 
-export async function* canvasGenerate(
-  engine: CanvasEngine,
-  req: GenerateRequest,
-  ctx: HandlerContext,
-  workerId: string,
-): AsyncGenerator<GenerateResponse> {
+export async function* canvasGenerate(engine: CanvasEngine, req: GenerationRequest, signal: AbortSignal): AsyncGenerator<ReplyEvent> {
   refuseUnsupported(req);
   // A raw prompt (legacy completions) is tokenized as it is: no template, nothing added.
   const prompt: ImagePrompt =
@@ -194,7 +176,7 @@ export async function* canvasGenerate(
     throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
   const maxTokens = effectiveMaxTokens(req.options?.maxTokens ?? 0, ids.length, context);
   if (engine.closed) throw new ShuttingDown(`model "${engine.name}" is shutting down`);
-  await engine.slots.acquire(ctx.signal);
+  await engine.slots.acquire(signal);
   const admitted = performance.now();
   // The slot is given back when the decoder lets the row go: at its end, or after the forward
   // it is in once the caller aborts, leaves the stream early or the engine closes. Tied to the
@@ -207,18 +189,18 @@ export async function* canvasGenerate(
     engine.slots.release((performance.now() - admitted) / 1000);
   };
   const stop = new AbortController();
-  const onAbort = () => stop.abort(ctx.signal.reason);
-  ctx.signal.addEventListener("abort", onAbort, { once: true });
+  const onAbort = () => stop.abort(signal.reason);
+  signal.addEventListener("abort", onAbort, { once: true });
   let decoding = false;
   try {
     // Images are model work, so they are decoded and embedded only once a slot is held.
     const images = prompt.urls.length > 0 ? await engine.images!.embed(prompt) : undefined;
-    yield* decodeAndStream(engine, req, { ids, images }, maxTokens, stop.signal, workerId, (result) => {
+    yield* decodeAndStream(engine, req, { ids, images }, maxTokens, stop.signal, (result) => {
       decoding = true;
       result.then(release, release);
     });
   } finally {
-    ctx.signal.removeEventListener("abort", onAbort);
+    signal.removeEventListener("abort", onAbort);
     stop.abort();
     if (!decoding) release();
   }
@@ -226,19 +208,18 @@ export async function* canvasGenerate(
 
 async function* decodeAndStream(
   engine: CanvasEngine,
-  req: GenerateRequest,
+  req: GenerationRequest,
   { ids, images }: { ids: number[]; images: PromptImages | undefined },
   maxTokens: number,
   signal: AbortSignal,
-  workerId: string,
   onStarted: (result: Promise<unknown>) => void,
-): AsyncGenerator<GenerateResponse> {
+): AsyncGenerator<ReplyEvent> {
   const { tokenizer } = engine.model;
   const options = req.options;
-  const logprobs = options?.logprobs === true ? { top: Math.min(options.topLogprobs, MAX_TOP_LOGPROBS) } : undefined;
+  const logprobs = logprobsAsked(options);
   const reply = new CanvasReply(tokenizer.decode, new StopMatcher(options?.stop ?? []));
   // Events as steps and canvases finish, through a small queue the decoder's callbacks fill.
-  const pending: GenerateResponse[] = [];
+  const pending: ReplyEvent[] = [];
   let wake: (() => void) | undefined;
   let done = false;
   const started = performance.now();
@@ -255,14 +236,14 @@ async function* decodeAndStream(
       canvasSteps++;
       engine.metrics?.committedPerForward.observe(labels, e.accepted);
       if (options?.includeDenoising !== true) return;
-      pending.push(create(GenerateResponseSchema, { event: { case: "step", value: canvasStepEvent(e, tokenizer.decode) } }));
+      pending.push({ type: "step", step: canvasStepEvent(e, tokenizer.decode) });
       wake?.();
     },
     onCanvas: (canvas) => {
       engine.metrics?.forwardsPerBlock.observe(labels, canvasSteps);
       canvasSteps = 0;
-      const delta = deltaEvent(reply.push(canvas), canvas.canvasIndex, tokenizer);
-      if (delta !== undefined) pending.push(delta);
+      const chunk = canvasChunk(reply.push(canvas), canvas.canvasIndex, tokenizer);
+      if (chunk !== undefined) pending.push({ type: "chunk", chunk });
       wake?.();
       return reply.endedByStop;
     },
@@ -274,9 +255,7 @@ async function* decodeAndStream(
   };
   result.then(settle, settle);
   const tokenizedPromptEntries = options?.includeTokenizedPrompt === true ? tokenizedPrompt(tokenizer, ids) : [];
-  yield create(GenerateResponseSchema, {
-    event: { case: "started", value: { model: req.model, promptTokens: ids.length, workerId, tokenizedPrompt: tokenizedPromptEntries } },
-  });
+  yield { type: "started", promptTokens: ids.length, tokenizedPrompt: tokenizedPromptEntries };
   for (;;) {
     while (pending.length > 0) yield pending.shift()!;
     if (done) break;
@@ -288,33 +267,19 @@ async function* decodeAndStream(
   }
   const r = await result;
   const last = reply.finish();
-  const tail = deltaEvent(last, r.canvases - 1, tokenizer);
-  if (tail !== undefined) yield tail;
+  const tail = canvasChunk(last, r.canvases - 1, tokenizer);
+  if (tail !== undefined) yield { type: "chunk", chunk: tail };
   const completionTokens = last.completionTokens;
   engine.metrics?.generatedTokens.inc({ model: engine.name }, completionTokens);
   engine.metrics?.requestDuration.observe({ model: engine.name }, (performance.now() - started) / 1000);
-  yield create(GenerateResponseSchema, {
-    event: {
-      case: "finished",
-      value: {
-        finishReason: r.finishReason === "stop" ? FinishReason.STOP : FinishReason.LENGTH,
-        usage: { promptTokens: ids.length, completionTokens, totalTokens: ids.length + completionTokens },
-        forwardPasses: r.steps,
-      },
-    },
-  });
+  yield { type: "finished", reason: r.finishReason, promptTokens: ids.length, completionTokens, forwardPasses: r.steps };
 }
 
-function deltaEvent(d: CanvasReplyDelta, canvasIndex: number, tokenizer: CanvasEngine["model"]["tokenizer"]): GenerateResponse | undefined {
+/** A canvas's piece of the reply (content and logprobs; no thinking or tool calls), or undefined when it adds nothing. */
+function canvasChunk(d: CanvasReplyDelta, canvasIndex: number, tokenizer: CanvasEngine["model"]["tokenizer"]): ReplyChunk | undefined {
   if (d.content === "" && d.logprobs.length === 0) return undefined;
-  const logprobs: TokenLogprob[] = tokenLogprobs(tokenizer, d.logprobs);
-  const delta = create(GenerateDeltaSchema, {
-    content: d.content,
-    blockIndex: canvasIndex,
-    completionTokens: d.completionTokens,
-    logprobs,
-  });
-  return create(GenerateResponseSchema, { event: { case: "delta", value: delta } });
+  const logprobs = tokenLogprobs(tokenizer, d.logprobs);
+  return { content: d.content, reasoning: "", toolCalls: [], blockIndex: canvasIndex, completionTokens: d.completionTokens, logprobs };
 }
 
 /** A canvas step as the Generate stream's `step` event: every position's draft token and whether it was accepted. */

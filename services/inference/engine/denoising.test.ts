@@ -116,7 +116,7 @@ describe("Generate with include_denoising (tiny model)", () => {
         return r;
       },
     });
-    client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, logger, workerId: "w" })));
+    client = createClient(InferenceService, createRouterTransport(inferenceRoutes({ pool, workerId: "w" })));
   });
 
   afterAll(async () => {

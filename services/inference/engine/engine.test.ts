@@ -4,13 +4,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StopMatcher } from "../decoder/reply-text.js";
 import type { Finished } from "../decoder/sequence.js";
-import { createModelEngine, type ModelEngine } from "./engine.js";
+import { createModelRuntime, type ModelRuntime } from "./runtime.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import type { GenerationEvent } from "./scheduler.js";
 import { TINY_MODEL_DIR, recordingRunner, referenceGenerate, type RecordedForward } from "../../../test/helpers/inference-engine.js";
 
 let model: ModelDir;
-const engines: ModelEngine[] = [];
+const engines: ModelRuntime[] = [];
 
 beforeAll(async () => {
   model = await loadModelDir(TINY_MODEL_DIR, { intraOpThreads: 1 });
@@ -21,9 +21,9 @@ afterAll(async () => {
   await model?.close();
 });
 
-function engineWith(policy: string, prefillChunk?: number): { engine: ModelEngine; forwards: RecordedForward[] } {
+function engineWith(policy: string, prefillChunk?: number): { engine: ModelRuntime; forwards: RecordedForward[] } {
   let forwards: RecordedForward[] = [];
-  const engine = createModelEngine({
+  const engine = createModelRuntime({
     name: "tiny",
     servingIds: ["tiny"],
     model,
@@ -41,7 +41,7 @@ function engineWith(policy: string, prefillChunk?: number): { engine: ModelEngin
   return { engine, forwards };
 }
 
-async function generate(engine: ModelEngine, prompt: number[], maxTokens: number) {
+async function generate(engine: ModelRuntime, prompt: number[], maxTokens: number) {
   const events: GenerationEvent[] = [];
   const stream = await engine.scheduler.generate({
     prompt,

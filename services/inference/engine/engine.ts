@@ -1,173 +1,69 @@
-import type { Logger } from "../../../lib/logger.js";
-import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../../../lib/text-limits.js";
-import { fairRunner, type LaneRunner } from "../decoder/fair-runner.js";
-import { createOrtRunner, type ForwardRunner, type KVShape, type OrtRunnerOptions } from "../decoder/forward.js";
-import type { UnmaskPolicy } from "../decoder/policies/policy.js";
-import { DEFAULT_THRESHOLD } from "../decoder/policies/registry.js";
-import { selectPolicy } from "../decoder/policies/select.js";
-import type { DecodeModel } from "../decoder/sequence.js";
-import type { EngineMetrics } from "./metrics.js";
-import type { ModelDir } from "./model-dir.js";
-import { Scheduler } from "./scheduler.js";
+import type { JsonObject } from "@bufbuild/protobuf";
+import type {
+  CountTokensRequest,
+  GenerateRequest,
+  GenerateStep,
+  PromptToken,
+  TokenLogprob,
+} from "../../../gen/tessera/inference/v1/inference_pb.js";
+import type { ReplyDelta } from "../reply/reply-parser.js";
+import type { ScoreInput, ScoreOutput } from "../score/score.js";
+import type { ModelCapabilities } from "./model-config.js";
 
-/** Default of the cap on a Score request's work (TESSERA_MAX_DECISION_WORK_TOKENS). */
-export const DEFAULT_MAX_SCORE_WORK_TOKENS = 8192;
 /**
- * Default of the cap on one forward of a Score request (TESSERA_MAX_DECISION_ROW_TOKENS): the
- * longest a generation step waits behind a decision is one forward of this many row tokens (a
- * ~1,800-token row of a 128-option question in one forward held the bundled model for 1.5–20 s
- * on 2 shared cores). Longer rows are prefilled in chunks of this (score.ts), so it bounds a
- * forward, not a question.
+ * One served model as the service sees it: a mask model (mask-engine.ts, over a ModelRuntime)
+ * or a canvas model (canvas/canvas-engine.ts). The service maps its RPCs onto these calls and
+ * back; what differs between the kinds (prompts, decoding, what each refuses) stays behind them.
  */
-export const DEFAULT_MAX_SCORE_ROW_TOKENS = 1024;
-
-/** One loaded model with its slots and step loop; it may answer to several serving ids. */
 export interface ModelEngine {
   /** Label in metrics and messages (the model directory's name). */
-  name: string;
-  servingIds: string[];
-  model: ModelDir;
-  decode: DecodeModel;
-  /** One forward at a time, shared fairly by generation and each Score request (fair-runner.ts). */
-  runner: LaneRunner;
-  scheduler: Scheduler;
-  /** The unmasking policy of this model's replies (of serving ids without their own). */
-  policy: UnmaskPolicy;
-  /** The unmasking policy of one serving id's replies. */
-  policyFor(servingId: string): UnmaskPolicy;
+  readonly name: string;
+  readonly servingIds: readonly string[];
+  info(): ModelInfo;
+  /** Tokens of a rendered conversation, of a plain text, or of a raw prompt (with Generate's checks). */
+  countTokens(request: CountRequest): Promise<number>;
   /**
-   * The confidence threshold of the grammar's frontier rule (grammar/frontier-rule.ts): the
-   * server's TESSERA_UNMASK_THRESHOLD, else 0.9.
+   * One reply: `started` once admitted, then steps and chunks, then `finished`. Refusals throw
+   * (engine-errors.ts) before `started`. Ending the iteration early ends the reply.
    */
-  threshold: number;
-  /** Most tokens of model work one Score request may need (score.ts). */
-  maxScoreWorkTokens: number;
-  /** Most tokens of one forward of a Score request: the prefix and longer rows are prefilled in chunks of it (score.ts). */
-  maxScoreRowTokens: number;
-  metrics: EngineMetrics | undefined;
+  generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<ReplyEvent>;
+  /** One prefix, many suffixes → the labels' logits at each suffix's answer slot (score.ts). */
+  score(request: ScoreRequest, signal: AbortSignal): Promise<ScoreOutput>;
+  /** Refuses new work, cancels what is running, releases the sessions. */
   close(): Promise<void>;
 }
 
-export interface ModelEngineOptions {
-  name: string;
-  servingIds: string[];
-  model: ModelDir;
-  slots: number;
-  queue: number;
-  /**
-   * Unmasking policy: a spec (policies/registry.ts) or a built policy. Unset: the server's
-   * `serverPolicy`, else the model's config.json `decoding.policy`, else `threshold`.
-   */
-  policy?: string | UnmaskPolicy;
-  /** Specs of serving ids that name their own policy (the models config's `unmask_policy`). */
-  servingPolicies?: Readonly<Record<string, string>>;
-  /** The server's policy setting (TESSERA_UNMASK_POLICY). */
-  serverPolicy?: string;
-  /** Confidence of `threshold` where the policy spec gives none (default: config.json's, else 0.9). */
-  threshold?: number;
-  /** Most tokens of model work one Score request may need; default DEFAULT_MAX_SCORE_WORK_TOKENS. */
-  maxScoreWorkTokens?: number;
-  /** Most tokens of one forward of a Score request; default DEFAULT_MAX_SCORE_ROW_TOKENS. */
-  maxScoreRowTokens?: number;
-  prefillChunk?: number;
-  metrics?: EngineMetrics;
-  logger?: Logger;
-  /** Wraps the ONNX Runtime runner (tests count rows or inject failures here). */
-  wrapRunner?: (runner: ForwardRunner) => ForwardRunner;
+/** What a Generate request asks of an engine (the request's fields the engine reads). */
+export type GenerationRequest = Pick<GenerateRequest, "model" | "requestId" | "messages" | "tools" | "options" | "rawPrompt">;
+
+/** What CountTokens asks: messages (a conversation), else `text`, or a raw prompt. */
+export type CountRequest = Pick<CountTokensRequest, "model" | "messages" | "tools" | "options" | "rawPrompt" | "text">;
+
+/** A Score request: the readout's input, and the serving id asked for (named in refusals). */
+export type ScoreRequest = ScoreInput & { model: string };
+
+export type FinishReason = "stop" | "length" | "tool_calls";
+
+/** A piece of the reply: what the reply parser made of a committed block (or canvas). */
+export interface ReplyChunk extends ReplyDelta {
+  blockIndex: number;
+  /** Reply tokens so far. */
+  completionTokens: number;
+  logprobs: TokenLogprob[];
 }
 
-export function kvShapeOf(model: ModelDir): KVShape {
-  return { layers: model.config.numLayers, heads: model.config.numKvHeads, headDim: model.config.headDim };
-}
+export type ReplyEvent =
+  | { type: "started"; promptTokens: number; tokenizedPrompt: PromptToken[] }
+  | { type: "step"; step: GenerateStep }
+  | { type: "chunk"; chunk: ReplyChunk }
+  | { type: "finished"; reason: FinishReason; promptTokens: number; completionTokens: number; forwardPasses: number };
 
-export function decodeModelOf(model: ModelDir): DecodeModel {
-  const c = model.config;
-  return {
-    blockSize: c.blockSize,
-    maxPositions: c.maxPositions,
-    vocabSize: c.vocabSize,
-    maskTokenId: c.maskTokenId,
-    eosTokenId: c.eosTokenId,
-    padTokenId: c.padTokenId,
-    kvShape: kvShapeOf(model),
-    stopTokenIds: c.stopTokenIds,
-    logitsShift: c.logitsShift,
-    ...(model.deviceKV !== undefined ? { deviceKV: model.deviceKV } : {}),
-  };
-}
-
-export function createModelEngine(options: ModelEngineOptions): ModelEngine {
-  if (options.threshold !== undefined && !(options.threshold >= 0)) throw new Error("threshold must be a number >= 0");
-  // The grammar's frontier rule keeps the server's threshold (else 0.9): the model's
-  // decoding.threshold is measured for its unmasking policy, not for constrained spans.
-  const threshold = options.threshold ?? DEFAULT_THRESHOLD;
-  const select = (catalog: string | undefined) =>
-    selectPolicy({
-      catalog,
-      server: options.serverPolicy,
-      serverThreshold: options.threshold,
-      model: options.model.config.decoding,
-    });
-  const policy = typeof options.policy === "object" ? options.policy : select(options.policy);
-  const own = new Map<string, UnmaskPolicy>();
-  for (const [id, spec] of Object.entries(options.servingPolicies ?? {})) own.set(id, select(spec));
-  const ortRunner = createOrtRunner(options.model.session, kvShapeOf(options.model), ortRunnerOptions(options));
-  const runner = fairRunner(options.wrapRunner ? options.wrapRunner(ortRunner) : ortRunner);
-  const decode = decodeModelOf(options.model);
-  const scheduler = new Scheduler({
-    name: options.name,
-    model: decode,
-    runner,
-    slots: options.slots,
-    queue: options.queue,
-    ...(options.prefillChunk !== undefined ? { prefillChunk: options.prefillChunk } : {}),
-    ...(options.metrics !== undefined ? { metrics: options.metrics } : {}),
-    ...(options.logger !== undefined ? { logger: options.logger } : {}),
-  });
-  options.metrics?.slotsBusy.set({ model: options.name }, 0);
-  return {
-    name: options.name,
-    servingIds: options.servingIds,
-    model: options.model,
-    decode,
-    runner,
-    scheduler,
-    policy,
-    policyFor: (servingId) => own.get(servingId) ?? policy,
-    threshold,
-    maxScoreWorkTokens: options.maxScoreWorkTokens ?? DEFAULT_MAX_SCORE_WORK_TOKENS,
-    maxScoreRowTokens: options.maxScoreRowTokens ?? DEFAULT_MAX_SCORE_ROW_TOKENS,
-    metrics: options.metrics,
-    close: async () => {
-      await scheduler.close();
-      await options.model.close();
-    },
-  };
-}
-
-/** Where the model's session runs, its device key/values, and the transfer and device memory metrics. */
-function ortRunnerOptions(options: ModelEngineOptions): OrtRunnerOptions {
-  const { model, metrics, name } = options;
-  const provider = model.executionProviders[0] ?? "cpu";
-  const deviceKV = model.deviceKV;
-  if (deviceKV !== undefined && metrics !== undefined) deviceKV.onHeld = (bytes) => metrics.deviceKVBytes.set({ model: name }, bytes);
-  return {
-    provider,
-    ...(deviceKV !== undefined ? { deviceKV } : {}),
-    onTransfer: (t) => {
-      if (metrics === undefined) return;
-      metrics.hostDeviceBytes.inc({ model: name, direction: "to_device", kind: "kv" }, t.toDevice.kv);
-      metrics.hostDeviceBytes.inc({ model: name, direction: "to_device", kind: "other" }, t.toDevice.other);
-      metrics.hostDeviceBytes.inc({ model: name, direction: "to_host", kind: "kv" }, t.toHost.kv);
-      metrics.hostDeviceBytes.inc({ model: name, direction: "to_host", kind: "other" }, t.toHost.other);
-      metrics.forwardTransferBytes.observe({ model: name, direction: "to_device" }, t.toDevice.kv + t.toDevice.other);
-      metrics.forwardTransferBytes.observe({ model: name, direction: "to_host" }, t.toHost.kv + t.toHost.other);
-    },
-  };
-}
-
-/** max_tokens as the engine applies it: 0 means the default, then the cap, then the context. */
-export function effectiveMaxTokens(requested: number, promptTokens: number, maxPositions: number): number {
-  const wanted = requested > 0 ? Math.min(requested, MAX_TOKENS_CAP) : DEFAULT_MAX_TOKENS;
-  return Math.min(wanted, maxPositions - promptTokens);
+export interface ModelInfo {
+  maxPositions: number;
+  /** Tokens a step denoises: the block (mask models) or the canvas (canvas models). */
+  blockSize: number;
+  capabilities: ModelCapabilities;
+  /** decision.json, where the model directory has one. */
+  decision?: JsonObject;
+  slots: { total: number; free: number };
 }

@@ -13,7 +13,7 @@ import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { defaultOpset, usesExternalData, withReadout } from "../onnx/onnx-readout.js";
 import { TINY_MODEL_DIR, fullForward } from "../../../test/helpers/inference-engine.js";
 import { createOrtRunner } from "../decoder/forward.js";
-import { kvShapeOf } from "./engine.js";
+import { kvShapeOf } from "./runtime.js";
 
 const scratch: string[] = [];
 afterAll(() => {

@@ -3,11 +3,16 @@ import type { Registry } from "prom-client";
 import type { Logger } from "../../../lib/logger.js";
 import type { ForwardRunner } from "../decoder/forward.js";
 import type { CanvasImageLimits } from "../canvas/canvas-images.js";
-import { type CanvasEngine, isCanvasModelDir, loadCanvasEngine } from "../canvas/canvas-service.js";
-import { createModelEngine, type ModelEngine } from "./engine.js";
+import { canvasModelEngine } from "../canvas/canvas-engine.js";
+import { isCanvasModelDir, loadCanvasEngine } from "../canvas/canvas-service.js";
+import { DEFAULT_GRAMMAR_WORKERS } from "../grammar/grammar-client.js";
+import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "../grammar/model-grammars.js";
+import type { ExecutionProvider } from "../onnx/onnx-session.js";
+import type { ModelEngine } from "./engine.js";
+import { createMaskEngine } from "./mask-engine.js";
 import { engineMetrics } from "./metrics.js";
 import { loadModelDir } from "./model-dir.js";
-import type { ExecutionProvider } from "../onnx/onnx-session.js";
+import { createModelRuntime, type ModelRuntime } from "./runtime.js";
 
 export interface ModelPoolOptions {
   /** Serving ids and their model directories; ids that share a directory share one engine. */
@@ -40,6 +45,8 @@ export interface ModelPoolOptions {
   maxScoreWorkTokens?: number;
   /** Most tokens of one forward of a Score request (TESSERA_MAX_DECISION_ROW_TOKENS). */
   maxScoreRowTokens?: number;
+  /** Grammar-constrained decoding: compiled-grammar cache, compile budget, compile threads, number bounds, loop guard and budgets. */
+  grammar?: Partial<GrammarOptions> & { workers?: number };
   logger?: Logger;
   metrics?: Registry;
   /** Wraps each model's runner (tests: count rows, inject failures). */
@@ -51,11 +58,12 @@ export interface ModelPool {
   readonly servingIds: string[];
   readonly slotsTotal: number;
   slotsFree(): number;
-  /** The engine serving this id, or undefined. */
+  /** The engine serving this id (a mask or a canvas model), or undefined: what the service calls. */
   engine(servingId: string): ModelEngine | undefined;
-  readonly engines: readonly ModelEngine[];
-  /** The canvas model (contract v3) serving this id, or undefined (canvas-service.ts). */
-  canvas?(servingId: string): CanvasEngine | undefined;
+  /** The runtime of the mask model serving this id, or undefined: its parts, for tests, benchmarks and calibration. */
+  runtime(servingId: string): ModelRuntime | undefined;
+  /** The loaded mask models. */
+  readonly runtimes: readonly ModelRuntime[];
   /** Refuses new work, cancels what is running, releases the sessions. */
   close(): Promise<void>;
 }
@@ -63,6 +71,7 @@ export interface ModelPool {
 export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPool> {
   if (options.models.length === 0) throw new Error("no models to serve");
   const metrics = options.metrics !== undefined ? engineMetrics(options.metrics) : undefined;
+  const grammar = { ...DEFAULT_GRAMMAR_OPTIONS, workers: DEFAULT_GRAMMAR_WORKERS, ...options.grammar };
 
   const byDir = new Map<string, string[]>();
   const servingPolicies: Record<string, string> = {};
@@ -75,8 +84,16 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
   }
 
   const engines: ModelEngine[] = [];
+  const runtimes: ModelRuntime[] = [];
   const byId = new Map<string, ModelEngine>();
-  const canvases = new Map<string, CanvasEngine>();
+  const runtimeById = new Map<string, ModelRuntime>();
+  const serve = (engine: ModelEngine) => {
+    engines.push(engine);
+    for (const id of engine.servingIds) {
+      if (byId.has(id)) throw new Error(`serving id "${id}" is configured twice`);
+      byId.set(id, engine);
+    }
+  };
   const names = new Set<string>();
   try {
     for (const [dir, servingIds] of byDir) {
@@ -94,10 +111,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
           maxScoreWorkTokens: options.maxScoreWorkTokens,
           maxScoreRowTokens: options.maxScoreRowTokens,
         });
-        for (const id of servingIds) {
-          if (byId.has(id) || canvases.has(id)) throw new Error(`serving id "${id}" is configured twice`);
-          canvases.set(id, canvas);
-        }
+        serve(canvasModelEngine(canvas));
         options.logger?.info(
           { model: name, servingIds, dir, decoding: "canvas", loadMs: Math.round(performance.now() - started) },
           "model loaded",
@@ -113,7 +127,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         ...(options.logger !== undefined ? { logger: options.logger } : {}),
       });
       const wrap = options.wrapRunner;
-      const engine = createModelEngine({
+      const runtime = createModelRuntime({
         name,
         servingIds,
         model,
@@ -129,11 +143,9 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         ...(options.logger !== undefined ? { logger: options.logger } : {}),
         ...(wrap !== undefined ? { wrapRunner: (r: ForwardRunner) => wrap(r, name) } : {}),
       });
-      engines.push(engine);
-      for (const id of servingIds) {
-        if (byId.has(id)) throw new Error(`serving id "${id}" is configured twice`);
-        byId.set(id, engine);
-      }
+      runtimes.push(runtime);
+      serve(createMaskEngine(runtime, { grammar, logger: options.logger }));
+      for (const id of servingIds) runtimeById.set(id, runtime);
       options.logger?.info(
         {
           model: name,
@@ -146,20 +158,19 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
       );
     }
   } catch (err) {
-    await Promise.all([...engines, ...new Set(canvases.values())].map((e) => e.close()));
+    await Promise.all(engines.map((e) => e.close()));
     throw err;
   }
 
-  const canvasSlots = [...new Set(canvases.values())].map((c) => c.slots);
   return {
-    servingIds: [...byId.keys(), ...canvases.keys()],
-    slotsTotal: [...engines.map((e) => e.scheduler.slots), ...canvasSlots].reduce((sum, s) => sum + s.total, 0),
-    slotsFree: () => [...engines.map((e) => e.scheduler.slots), ...canvasSlots].reduce((sum, s) => sum + s.free, 0),
+    servingIds: [...byId.keys()],
+    slotsTotal: engines.reduce((sum, e) => sum + e.info().slots.total, 0),
+    slotsFree: () => engines.reduce((sum, e) => sum + e.info().slots.free, 0),
     engine: (id) => byId.get(id),
-    engines,
-    canvas: (id) => canvases.get(id),
+    runtime: (id) => runtimeById.get(id),
+    runtimes,
     close: async () => {
-      await Promise.all([...engines, ...new Set(canvases.values())].map((e) => e.close()));
+      await Promise.all(engines.map((e) => e.close()));
     },
   };
 }

@@ -8,19 +8,19 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UnmaskPolicy } from "../decoder/policies/policy.js";
 import { buildPolicy } from "../decoder/policies/registry.js";
 import { StopMatcher } from "../decoder/reply-text.js";
-import { createModelEngine, type ModelEngine } from "./engine.js";
+import { createModelRuntime, type ModelRuntime } from "./runtime.js";
 import { engineMetrics } from "./metrics.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { recordingRunner, referenceGenerate, TINY_MODEL_DIR, type RecordedForward } from "../../../test/helpers/inference-engine.js";
 
 let model: ModelDir;
-let engine: ModelEngine;
+let engine: ModelRuntime;
 let forwards: RecordedForward[] = [];
 const registry = new Registry();
 
 beforeAll(async () => {
   model = await loadModelDir(TINY_MODEL_DIR, { intraOpThreads: 1 });
-  engine = createModelEngine({
+  engine = createModelRuntime({
     name: "tiny",
     servingIds: ["tiny"],
     model,

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CatalogError, parseCatalog } from "../../registry/catalog.js";
 import { selectPolicy } from "../decoder/policies/select.js";
-import { createModelEngine } from "./engine.js";
+import { createModelRuntime } from "./runtime.js";
 import { parseModelConfig } from "./model-config.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { TINY_MODEL_DIR } from "../../../test/helpers/inference-engine.js";
@@ -94,7 +94,7 @@ describe("an engine serving several ids", () => {
   });
 
   it("decodes each serving id with its own policy, the others with the server's", async () => {
-    const engine = createModelEngine({
+    const engine = createModelRuntime({
       name: "tiny",
       servingIds: ["a", "b"],
       model,
@@ -107,7 +107,7 @@ describe("an engine serving several ids", () => {
     expect(engine.policyFor("b").name).toBe("fill(confidence=0.7)+threshold(confidence=0.9)");
     expect(engine.policy).toBe(engine.policyFor("b"));
     await engine.scheduler.close();
-    expect(() => createModelEngine({ name: "tiny", servingIds: ["a"], model, slots: 1, queue: 1, serverPolicy: "nope" })).toThrow(
+    expect(() => createModelRuntime({ name: "tiny", servingIds: ["a"], model, slots: 1, queue: 1, serverPolicy: "nope" })).toThrow(
       /TESSERA_UNMASK_POLICY "nope"/,
     );
   });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OverloadedSchema } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import type { ForwardInputs } from "../decoder/forward.js";
 import { StopMatcher } from "../decoder/reply-text.js";
-import { createModelEngine, type ModelEngine } from "./engine.js";
+import { createModelRuntime, type ModelRuntime } from "./runtime.js";
 import { engineMetrics } from "./metrics.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import type { GenerationEvent } from "./scheduler.js";
@@ -15,7 +15,7 @@ import { TINY_MODEL_DIR, inputHasToken, recordingRunner, type RecordedForward } 
 import { toConnectError } from "../connect-errors.js";
 
 let model: ModelDir;
-const engines: ModelEngine[] = [];
+const engines: ModelRuntime[] = [];
 
 beforeAll(async () => {
   model = await loadModelDir(TINY_MODEL_DIR, { intraOpThreads: 1 });
@@ -35,7 +35,7 @@ interface Setup {
 
 function engineWith({ slots = 4, queue = 4, fail, registry }: Setup = {}) {
   let forwards: RecordedForward[] = [];
-  const engine = createModelEngine({
+  const engine = createModelRuntime({
     name: "tiny",
     servingIds: ["tiny"],
     model,
@@ -56,7 +56,7 @@ const chat = (text: string) => model.tokenizer.encode(`<|im_start|>user\n${text}
 /** Runs to max_tokens (no end of turn within 280 tokens): holds its slot for a while. */
 const LONG = "2+2=?";
 
-function start(engine: ModelEngine, prompt: number[], maxTokens: number, signal?: AbortSignal) {
+function start(engine: ModelRuntime, prompt: number[], maxTokens: number, signal?: AbortSignal) {
   return engine.scheduler.generate(
     { prompt, maxTokens, policy: engine.policy, stops: new StopMatcher([]), decode: model.tokenizer.decode },
     signal,

@@ -9,7 +9,7 @@ import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { createOrtRunner, type ForwardInputs, type LayerKV } from "../decoder/forward.js";
-import { kvShapeOf } from "../engine/engine.js";
+import { kvShapeOf } from "../engine/runtime.js";
 import { loadModelDir, type ModelDir } from "../engine/model-dir.js";
 import { HEAD_SWITCH, LOGITS_AT, withSkippableHead } from "./onnx-head.js";
 import { withReadout } from "./onnx-readout.js";

@@ -42,7 +42,7 @@ afterAll(async () => {
 
 const collect = (req: MessageInitShape<typeof GenerateRequestSchema>) => collectGeneration(client, req);
 
-const tokenizer = () => pool.engine(MODEL)!.model.tokenizer;
+const tokenizer = () => pool.runtime(MODEL)!.model.tokenizer;
 const utf8 = (chunks: Uint8Array[]) => Buffer.concat(chunks).toString("utf8");
 
 describe("Generate with raw_prompt", () => {
@@ -54,7 +54,7 @@ describe("Generate with raw_prompt", () => {
     expect(r.started.promptTokens).toBe(ids.length);
     expect(r.finished.usage).toMatchObject({ promptTokens: ids.length, totalTokens: ids.length + r.finished.usage!.completionTokens });
     // The prompt is shorter than a block: the first forward's row is its tokens, then the masked block.
-    const maskId = BigInt(pool.engine(MODEL)!.decode.maskTokenId);
+    const maskId = BigInt(pool.runtime(MODEL)!.decode.maskTokenId);
     expect(rows[0]!.slice(0, ids.length)).toEqual(ids.map(BigInt));
     expect(rows[0]![ids.length]).toBe(maskId);
 
@@ -73,7 +73,7 @@ describe("Generate with raw_prompt", () => {
     expect(tokens).toBe(tokenizer().encode(raw).length);
     const r = await collect({ model: MODEL, rawPrompt: raw, options: { maxTokens: 1 } });
     expect(r.started.promptTokens).toBe(tokens);
-    const bytesBound = pool.engine(MODEL)!.model.maxTokenBytes * pool.engine(MODEL)!.decode.maxPositions;
+    const bytesBound = pool.runtime(MODEL)!.model.maxTokenBytes * pool.runtime(MODEL)!.decode.maxPositions;
     const tooLong = await failure(() => client.countTokens({ model: MODEL, rawPrompt: "x".repeat(bytesBound) }));
     expect(tooLong.code).toBe(Code.InvalidArgument);
     expect(tooLong.rawMessage).toMatch(/^prompt too long: the prompt has \d+ bytes of text/);
@@ -136,8 +136,8 @@ describe("Generate with raw_prompt", () => {
       expect(err.rawMessage).toMatch(/^raw_prompt: /);
     }
     // Past the context by bytes alone (refused before tokenizing), and by tokens.
-    const context = pool.engine(MODEL)!.decode.maxPositions;
-    const bytesBound = pool.engine(MODEL)!.model.maxTokenBytes * context;
+    const context = pool.runtime(MODEL)!.decode.maxPositions;
+    const bytesBound = pool.runtime(MODEL)!.model.maxTokenBytes * context;
     const tooLong = [
       { raw: "x".repeat(bytesBound), message: /^prompt too long: the prompt has \d+ bytes of text/ },
       { raw: "lorem ipsum dolor ".repeat(800), message: /^prompt too long: \d+ tokens, the context of model "textmodel-26b"/ },

@@ -17,7 +17,7 @@ import {
   type GenerateRequestSchema,
 } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import { buildChatPrompt, withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
-import type { ModelEngine } from "../engine/engine.js";
+import type { ModelRuntime } from "../engine/runtime.js";
 import type { ModelPool } from "../engine/model-pool.js";
 import { collectGeneration, startTinyInference } from "../../../test/helpers/inference-service.js";
 import { chooseRequiredTool, forcedCallSplit, longestForcedPrompt, pickHighest } from "./required-tool.js";
@@ -26,7 +26,7 @@ import { toConnectError } from "../connect-errors.js";
 
 const MODEL = "textmodel-26b";
 let pool: ModelPool;
-let engine: ModelEngine;
+let engine: ModelRuntime;
 let client: Client<typeof InferenceService>;
 let forwards: RecordedForward[] = [];
 
@@ -39,7 +39,7 @@ beforeAll(async () => {
       return r;
     },
   }));
-  engine = pool.engine(MODEL)!;
+  engine = pool.runtime(MODEL)!;
 });
 
 afterAll(async () => {

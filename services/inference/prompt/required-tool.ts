@@ -1,5 +1,5 @@
 import { withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
-import type { ModelEngine } from "../engine/engine.js";
+import type { ModelRuntime } from "../engine/runtime.js";
 import { scoreSuffixes } from "../score/score.js";
 import type { TextTokenizer } from "./tokenizer.js";
 import { Unsupported } from "../engine/engine-errors.js";
@@ -65,7 +65,7 @@ export interface RequiredToolChoice {
  * the first candidate on ties.
  */
 export async function chooseRequiredTool(
-  engine: ModelEngine,
+  engine: ModelRuntime,
   prompt: ChatPrompt,
   context: ToolChoiceContext,
   signal?: AbortSignal,

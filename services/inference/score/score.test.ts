@@ -156,7 +156,7 @@ describe("scoreSuffixes", () => {
 
   /** log-softmax (or the raw logit) of each label read the long way: every prompt alone from position 0. */
   async function recomputed(prefix: string, suffix: string, labels: readonly string[]): Promise<number[]> {
-    const engine = pool.engine("tiny")!;
+    const engine = pool.runtime("tiny")!;
     const { tokenizer, config } = engine.model;
     const V = config.vocabSize;
     const ids = labels.map((l) => tokenizer.encode(l));
@@ -180,7 +180,7 @@ describe("scoreSuffixes", () => {
   }
 
   it("equals recomputing each prompt alone, for many questions of very different lengths", async () => {
-    const engine = pool.engine("tiny")!;
+    const engine = pool.runtime("tiny")!;
     const prefix = PREFIX_HEAD + "The invoice is 90 days overdue and the customer has not answered. ".repeat(6);
     // Rows of very different lengths (one question with a long option list), and multi-token labels (a row per filled token).
     const suffixes = Array.from({ length: 30 }, (_, i) => ({
@@ -206,7 +206,7 @@ describe("scoreSuffixes", () => {
   });
 
   it("cuts a row longer than a forward into chunks over the cache, equal to one unchunked forward (any chunk size)", async () => {
-    const engine = pool.engine("tiny")!;
+    const engine = pool.runtime("tiny")!;
     const option = (i: number) => `<|opt_${i % 128}|> option ${i}${i % 3 === 0 ? ": a short description" : ""}\n`;
     await fc.assert(
       fc.asyncProperty(
@@ -235,7 +235,7 @@ describe("scoreSuffixes", () => {
   });
 
   it("equals recomputing each prompt alone when the prefix is shorter than a block", async () => {
-    const engine = pool.engine("tiny")!;
+    const engine = pool.runtime("tiny")!;
     const prefix = "<|im_start|>user\nState:\nok";
     const suffixes = QUESTIONS.map((text) => ({ text, labels: ["<|yes|>", "<|no|>", "<|opt_0|>"] }));
     const before = forwards.length;
@@ -252,7 +252,7 @@ describe("scoreSuffixes", () => {
   });
 
   it("gives each suffix the same values to the last bit alone, among others and in any order", async () => {
-    const engine = pool.engine("tiny")!;
+    const engine = pool.runtime("tiny")!;
     const prefix = PREFIX_HEAD + "Two other tickets mention slow uploads during the same hours. ".repeat(8);
     const all = QUESTIONS.map((text, i) => ({ text, labels: i === 1 ? ["<|opt_0|>", "data platform"] : ["<|opt_0|>", "<|opt_1|>"] }));
     const extra = {
@@ -272,7 +272,7 @@ describe("scoreSuffixes", () => {
     const prefix = PREFIX_HEAD + "The customer asks for a call with an engineer. ".repeat(20);
     const suffixes = QUESTIONS.map((text, i) => ({ text, labels: i === 1 ? ["<|opt_0|>", "data platform"] : ["<|yes|>", "<|no|>"] }));
     const before = forwards.length;
-    const skipped = await scoreSuffixes(pool.engine("tiny")!, { prefix, suffixes });
+    const skipped = await scoreSuffixes(pool.runtime("tiny")!, { prefix, suffixes });
     const prefills = forwards.slice(before).filter((f) => f.fetch.present);
     expect(prefills.length).toBeGreaterThan(0);
     expect(prefills.every((f) => f.fetch.output === "none")).toBe(true);
@@ -287,7 +287,7 @@ describe("scoreSuffixes", () => {
       }),
     });
     try {
-      expect(await scoreSuffixes(withHead.engine("tiny")!, { prefix, suffixes })).toEqual(skipped);
+      expect(await scoreSuffixes(withHead.runtime("tiny")!, { prefix, suffixes })).toEqual(skipped);
     } finally {
       await withHead.close();
     }
@@ -305,13 +305,13 @@ describe("scoreSuffixes", () => {
       ),
     );
     try {
-      const [onWorker, inThread] = await Promise.all(pools.map((p) => scoreSuffixes(p.engine("tiny")!, { prefix, suffixes })));
+      const [onWorker, inThread] = await Promise.all(pools.map((p) => scoreSuffixes(p.runtime("tiny")!, { prefix, suffixes })));
       expect(onWorker!.prefixTokens).toBeGreaterThan(64); // a prefill, so a past to repeat
       expect(onWorker).toEqual(inThread);
       // A row cut into chunks (a past of its own) too.
       const long = [...suffixes, { text: `\nWhich one? ${"one of many options, ".repeat(40)}`, labels: ["<|opt_0|>", "pay now"] }];
       const [cutOnWorker, cutInThread] = await Promise.all(
-        pools.map((p) => scoreSuffixes({ ...p.engine("tiny")!, maxScoreRowTokens: 128 }, { prefix, suffixes: long })),
+        pools.map((p) => scoreSuffixes({ ...p.runtime("tiny")!, maxScoreRowTokens: 128 }, { prefix, suffixes: long })),
       );
       expect(cutOnWorker).toEqual(cutInThread);
     } finally {
@@ -337,7 +337,7 @@ describe("scoreSuffixes under the work cap", () => {
   });
 
   it("refuses a request whose work passes the cap, naming the setting, before any forward", async () => {
-    const engine = pool.engine("tiny")!;
+    const engine = pool.runtime("tiny")!;
     const suffixes = Array.from({ length: 20 }, (_, i) => ({ text: `\nQuestion ${i}: is this about the weather?`, labels: ["yes", "no"] }));
     const err = await scoreSuffixes(engine, { prefix: "State: it rains.", suffixes }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidRequest);
@@ -348,7 +348,7 @@ describe("scoreSuffixes under the work cap", () => {
   });
 
   it("refuses a state that cannot fit the context from its byte length, before tokenizing", async () => {
-    const engine = pool.engine("tiny")!;
+    const engine = pool.runtime("tiny")!;
     const bytes = engine.model.maxTokenBytes * engine.decode.maxPositions;
     const started = performance.now();
     const err = await scoreSuffixes(engine, { prefix: "x".repeat(bytes), suffixes: [{ text: "\nQ?", labels: ["yes"] }] }).catch(
@@ -388,8 +388,8 @@ describe("scoreSuffixes under the row cap", () => {
     for (const suffixes of [[long], [{ text: "\nIs it raining?", labels: ["yes", "no"] }, long]]) {
       const before = forwards.length;
       const [a, b] = await Promise.all([
-        scoreSuffixes(capped.engine("tiny")!, { prefix, suffixes }),
-        scoreSuffixes(free.engine("tiny")!, { prefix, suffixes }),
+        scoreSuffixes(capped.runtime("tiny")!, { prefix, suffixes }),
+        scoreSuffixes(free.runtime("tiny")!, { prefix, suffixes }),
       ]);
       expect(a.prefixTokens).toBeGreaterThan(256);
       expect(forwards.length - before).toBeGreaterThan(3);
@@ -405,7 +405,7 @@ describe("scoreSuffixes under the row cap", () => {
 
   it("refuses a question that does not fit the model's context, naming the context", async () => {
     const huge = { text: `\nWhich one? ${"one of many options, ".repeat(600)}`, labels: ["a", "b"] };
-    const err = await scoreSuffixes(free.engine("tiny")!, { prefix: "State: it rains.", suffixes: [huge] }).catch((e: unknown) => e);
+    const err = await scoreSuffixes(free.runtime("tiny")!, { prefix: "State: it rains.", suffixes: [huge] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidRequest);
     expect((err as Error).message).toMatch(
       /prompt too long: the state and suffixes\[0\] need \d+ tokens .*the context of model "tiny-model" is 2048 tokens/,

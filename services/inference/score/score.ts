@@ -2,7 +2,7 @@ import { BatchBuilder } from "../decoder/batch.js";
 import type { ForwardFetch, ForwardInputs } from "../decoder/forward.js";
 import { DeviceSequenceKV } from "../decoder/device-kv.js";
 import { createKVCache, type KVCache, SequenceKV } from "../decoder/kv-cache.js";
-import type { ModelEngine } from "../engine/engine.js";
+import type { ModelRuntime } from "../engine/runtime.js";
 import { InvalidRequest, ModelFailure } from "../engine/engine-errors.js";
 import { LOGITS_AT } from "../onnx/onnx-head.js";
 import { handOver, isWorkerSession } from "../onnx/onnx-worker-session.js";
@@ -122,7 +122,7 @@ const invalid = (message: string) => new InvalidRequest(message);
  * that suffix's values are log-probabilities (single-token labels included: log-softmax at
  * the one-mask slot), so they compare on one scale.
  */
-export async function scoreSuffixes(engine: ModelEngine, input: ScoreInput, signal?: AbortSignal): Promise<ScoreOutput> {
+export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, signal?: AbortSignal): Promise<ScoreOutput> {
   const { blockSize, maxPositions, maskTokenId, vocabSize: V, kvShape } = engine.decode;
   const shift = engine.decode.logitsShift ?? 0;
   if (input.suffixes.length === 0) throw invalid("at least one suffix is required");
@@ -316,9 +316,9 @@ function answerSlots(rows: readonly ReadoutRow[], seq: number, shift: number) {
   };
 }
 
-const scratches = new WeakMap<ModelEngine, PastScratch>();
+const scratches = new WeakMap<ModelRuntime, PastScratch>();
 
-function scratchOf(engine: ModelEngine): PastScratch {
+function scratchOf(engine: ModelRuntime): PastScratch {
   let scratch = scratches.get(engine);
   if (scratch === undefined) {
     scratch = new PastScratch();
@@ -327,7 +327,7 @@ function scratchOf(engine: ModelEngine): PastScratch {
   return scratch;
 }
 
-async function runModel<T>(engine: ModelEngine, run: () => Promise<T>): Promise<T> {
+async function runModel<T>(engine: ModelRuntime, run: () => Promise<T>): Promise<T> {
   try {
     return await run();
   } catch (err) {
@@ -340,7 +340,7 @@ async function runModel<T>(engine: ModelEngine, run: () => Promise<T>): Promise<
  * Most rows of `seq` tokens one readout forward may hold within FORWARD_BUDGET and
  * FORWARD_ROW_TOKENS, each with the logits of `logitRows` positions.
  */
-function maxRows(seq: number, past: number, engine: ModelEngine, logitRows: number): number {
+function maxRows(seq: number, past: number, engine: ModelRuntime, logitRows: number): number {
   const { vocabSize: V, kvShape } = engine.decode;
   const kvPerRow = 2 * kvShape.layers * kvShape.heads * kvShape.headDim * past;
   const byMemory = Math.floor(FORWARD_BUDGET / (logitRows * V + seq * (past + seq) + kvPerRow));
