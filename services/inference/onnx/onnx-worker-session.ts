@@ -14,6 +14,21 @@ import {
   type WorkerRunTiming,
 } from "./onnx-worker.js";
 
+/** Ids of the shared buffers rows were sent from (see WireTensor.rowKey). */
+const sharedIds = new WeakMap<SharedArrayBuffer, number>();
+let nextSharedId = 0;
+
+/** The key of a row in shared memory: its buffer and place; undefined for a row that is copied. */
+function rowKeyOf(row: Float32Array): string | undefined {
+  if (!(row.buffer instanceof SharedArrayBuffer)) return undefined;
+  let id = sharedIds.get(row.buffer);
+  if (id === undefined) {
+    id = nextSharedId++;
+    sharedIds.set(row.buffer, id);
+  }
+  return `${id}:${row.byteOffset}:${row.length}`;
+}
+
 /** Feeds made by repeatedRowFeed, and the row each repeats. */
 const repeatedRows = new WeakMap<Float32Array, Float32Array>();
 /** Backs every repeatedRowFeed: never read, and written only where it is poisoned. */
@@ -23,7 +38,9 @@ let placeholder = new ArrayBuffer(0);
  * A float32 feed of `rows` batch rows that all equal `row` (the prefix's past, continued by
  * every readout row: ONNX Runtime cannot broadcast a past across the batch), for a session on a
  * worker thread. Only `row` crosses to the worker — without a copy when it is a view of a
- * SharedArrayBuffer — and the worker writes the rows into a buffer it keeps.
+ * SharedArrayBuffer — and the worker writes the rows into a buffer it keeps. A row in shared
+ * memory must not change once sent: the worker keeps the copies it wrote of it, and a later
+ * feed of the same row writes only the rows past those (a readout's forwards all repeat one past).
  *
  * The array returned only gives the tensor its length and identifies the feed: its memory is a
  * placeholder that is never filled (so it costs no resident memory). The first element of each
@@ -137,7 +154,14 @@ export class WorkerSession implements ort.InferenceSession {
       const data = value.data;
       const row = data instanceof Float32Array ? repeatedRows.get(data) : undefined;
       if (row !== undefined) {
-        wire[name] = { type: value.type, dims: value.dims, data: sendable(row, transfer) as Float32Array, repeatsRow: true };
+        const rowKey = rowKeyOf(row);
+        wire[name] = {
+          type: value.type,
+          dims: value.dims,
+          data: sendable(row, transfer) as Float32Array,
+          repeatsRow: true,
+          ...(rowKey === undefined ? {} : { rowKey }),
+        };
       } else if (ArrayBuffer.isView(data)) {
         wire[name] = { type: value.type, dims: value.dims, data: sendable(data, transfer) as ort.Tensor.DataType };
       } else {

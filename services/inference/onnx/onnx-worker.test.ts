@@ -114,6 +114,40 @@ describe("ONNX Runtime session on a worker thread", () => {
     expect(lastWorkerRun(inThread)).toBeUndefined();
   });
 
+  it("reuses the rows it wrote of a shared row across runs, and rewrites them for another row", async () => {
+    const S = 3;
+    const P = 4;
+    const sharedRow = (seed: number) => {
+      const row = new Float32Array(new SharedArrayBuffer(KV_HEADS * P * HEAD_DIM * 4));
+      for (let i = 0; i < row.length; i++) row[i] = Math.sin(seed * 100 + i);
+      return row;
+    };
+    const run = (rows: Float32Array[], B: number, session: ort.InferenceSession, repeat: boolean) => {
+      const f = feeds(B, S, P);
+      rows.forEach((row, i) => {
+        const full = new Float32Array(B * row.length);
+        for (let b = 0; b < B; b++) full.set(row, b * row.length);
+        const name = `past_key_values.${i >> 1}.${i % 2 === 0 ? "key" : "value"}`;
+        f[name] = new ort.Tensor("float32", repeat ? repeatedRowFeed(row, B) : full, [B, KV_HEADS, P, HEAD_DIM]);
+      });
+      return session.run(f, ["logits"]);
+    };
+    const first = Array.from({ length: 2 * LAYERS }, (_, i) => sharedRow(i + 1));
+    const second = Array.from({ length: 2 * LAYERS }, (_, i) => sharedRow(i + 11));
+    // Growing, shrinking and growing again over one row, then another row in the same buffers.
+    for (const [rows, B] of [
+      [first, 2],
+      [first, 4],
+      [first, 1],
+      [first, 5],
+      [second, 3],
+      [first, 3],
+    ] as const) {
+      const want = await run(rows, B, inThread, false);
+      expect((await run(rows, B, onWorker, true)).logits!.data).toEqual(want.logits!.data);
+    }
+  });
+
   it("keeps concurrent runs with repeated rows apart (the worker's row buffers are reused)", async () => {
     const [B, S, P] = [2, 3, 4];
     const run = (seed: number, session: ort.InferenceSession, repeat: boolean) => {

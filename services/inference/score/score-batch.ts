@@ -92,7 +92,10 @@ export const repeatedPast: BatchedPast = (past, B, shape) => {
   }));
 };
 
-/** `past` copied once into SharedArrayBuffers, which the worker reads in place on every forward. */
+/**
+ * `past` copied once into SharedArrayBuffers, which the worker reads in place on every forward
+ * and never changed after: the worker keeps the rows it wrote from them between forwards.
+ */
 export function sharedPast(past: ReadoutPast, shape: KVShape): ReadoutPast {
   const size = shape.heads * past.length * shape.headDim;
   const shared = (data: Float32Array) => {
