@@ -42,7 +42,7 @@ export function headAtPositions(
   nodes: readonly (GraphNode & { field: Field })[],
   moved: ReadonlySet<number>,
   logitsProducer: number,
-  names: { at: string; prefix: string; output: string },
+  names: { at: string; prefix: string; output: string; gather?: boolean },
 ): Map<number, Uint8Array[]> | undefined {
   const reshape = nodes[logitsProducer]!;
   if (reshape.opType !== "Reshape" || reshape.inputs.length !== 2) return undefined;
@@ -58,22 +58,17 @@ export function headAtPositions(
   const rows = `${prefix}_rows`;
   const atShape = `${prefix}_at_shape`;
   const shape = `${prefix}_shape`;
+  // With the branch already narrowed (onnx-layer-at.ts) the head's input holds only the
+  // asked positions, in order: no gather.
   const beforeGemm = [
-    node("Constant", [], [minusOne], `${prefix}_minus_one_node`, (w) => {
-      w.tag(NODE_ATTRIBUTE, WireType.LengthDelimited).fork();
-      w.tag(ATTR_NAME, WireType.LengthDelimited).string("value");
-      w.tag(ATTR_T, WireType.LengthDelimited).fork();
-      w.tag(TENSOR_DIMS, WireType.Varint).int64(1);
-      w.tag(TENSOR_DATA_TYPE, WireType.Varint).int32(DATA_INT64);
-      w.tag(TENSOR_NAME, WireType.LengthDelimited).string(`${minusOne}_value`);
-      w.tag(TENSOR_RAW_DATA, WireType.LengthDelimited).bytes(new Uint8Array(BigInt64Array.of(-1n).buffer));
-      w.join();
-      w.tag(ATTR_TYPE, WireType.Varint).int32(ATTR_TYPE_TENSOR);
-      w.join();
-    }),
-    node("Reshape", [at, minusOne], [atFlat], `${prefix}_at_flat_node`),
-    node("Gather", [gemm.inputs[0]!, atFlat], [rows], `${prefix}_gather`, (w) => intAttribute(w, "axis", 0)),
-    withFirstInput(gemm.field.payload!, rows),
+    int64Constant(minusOne, [-1n]),
+    ...(names.gather === false
+      ? [gemm.field.payload!]
+      : [
+          node("Reshape", [at, minusOne], [atFlat], `${prefix}_at_flat_node`),
+          node("Gather", [gemm.inputs[0]!, atFlat], [rows], `${prefix}_gather`, (w) => intAttribute(w, "axis", 0)),
+          withFirstInput(gemm.field.payload!, rows),
+        ]),
   ];
   const replacingReshape = [
     node("Shape", [at], [atShape], `${prefix}_at_shape_node`),
@@ -86,7 +81,23 @@ export function headAtPositions(
   ]);
 }
 
-function node(op: string, inputs: string[], outputs: string[], name: string, attributes?: (w: BinaryWriter) => void): Uint8Array {
+/** A Constant node whose value is the 1-D int64 tensor `values`, named `name`. */
+export function int64Constant(name: string, values: readonly bigint[]): Uint8Array {
+  return node("Constant", [], [name], `${name}_node`, (w) => {
+    w.tag(NODE_ATTRIBUTE, WireType.LengthDelimited).fork();
+    w.tag(ATTR_NAME, WireType.LengthDelimited).string("value");
+    w.tag(ATTR_T, WireType.LengthDelimited).fork();
+    w.tag(TENSOR_DIMS, WireType.Varint).int64(values.length);
+    w.tag(TENSOR_DATA_TYPE, WireType.Varint).int32(DATA_INT64);
+    w.tag(TENSOR_NAME, WireType.LengthDelimited).string(`${name}_value`);
+    w.tag(TENSOR_RAW_DATA, WireType.LengthDelimited).bytes(new Uint8Array(BigInt64Array.from(values).buffer));
+    w.join();
+    w.tag(ATTR_TYPE, WireType.Varint).int32(ATTR_TYPE_TENSOR);
+    w.join();
+  });
+}
+
+export function node(op: string, inputs: string[], outputs: string[], name: string, attributes?: (w: BinaryWriter) => void): Uint8Array {
   const w = new BinaryWriter();
   for (const i of inputs) w.tag(NODE_INPUT, WireType.LengthDelimited).string(i);
   for (const o of outputs) w.tag(NODE_OUTPUT, WireType.LengthDelimited).string(o);
@@ -96,7 +107,7 @@ function node(op: string, inputs: string[], outputs: string[], name: string, att
   return w.finish();
 }
 
-function intAttribute(w: BinaryWriter, name: string, value: number): void {
+export function intAttribute(w: BinaryWriter, name: string, value: number): void {
   w.tag(NODE_ATTRIBUTE, WireType.LengthDelimited).fork();
   w.tag(ATTR_NAME, WireType.LengthDelimited).string(name);
   w.tag(ATTR_I, WireType.Varint).int64(value);

@@ -127,29 +127,33 @@ describe("withSkippableHead", () => {
     });
   });
 
-  it("runs none of the nodes only the logits need when off: no LM head, no last-layer MLP (ONNX Runtime's profile)", async () => {
+  /** The kernels ONNX Runtime ran for one forward (its profile): op and output shapes, in order. */
+  const profiled = async (feedsOfRun: Record<string, ort.Tensor>): Promise<{ op: string; shapes: number[][] }[]> => {
     const bytes = withSkippableHead(readFileSync(MODEL_FILE), VOCAB)!;
+    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-head-profile-"));
+    scratch.push(dir);
+    const session = await open(bytes, { enableProfiling: true, profileFilePrefix: path.join(dir, "profile") });
+    try {
+      await session.run(feedsOfRun, PRESENT);
+      session.endProfiling();
+    } finally {
+      await session.release();
+    }
+    const [file] = readdirSync(dir);
+    const events = JSON.parse(readFileSync(path.join(dir, file!), "utf8")) as {
+      cat?: string;
+      name?: string;
+      args?: { op_name?: string; output_type_shape?: Record<string, number[]>[] };
+    }[];
+    return events
+      .filter((e) => e.cat === "Node" && e.name?.endsWith("_kernel_time") === true && e.args?.op_name !== undefined)
+      .map((e) => ({ op: e.args!.op_name!, shapes: (e.args!.output_type_shape ?? []).flatMap((o) => Object.values(o)) }));
+  };
+
+  it("runs none of the nodes only the logits need when off: no LM head, no last-layer MLP (ONNX Runtime's profile)", async () => {
     const ops = async (switchOn: boolean): Promise<Record<string, number>> => {
-      const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-head-profile-"));
-      scratch.push(dir);
-      const session = await open(bytes, { enableProfiling: true, profileFilePrefix: path.join(dir, "profile") });
-      try {
-        await session.run({ ...feeds(32, 0), ...(switchOn ? headOn(32) : headOff()) }, PRESENT);
-        session.endProfiling();
-      } finally {
-        await session.release();
-      }
-      const [file] = readdirSync(dir);
-      const events = JSON.parse(readFileSync(path.join(dir, file!), "utf8")) as {
-        cat?: string;
-        name?: string;
-        args?: { op_name?: string };
-      }[];
       const counts: Record<string, number> = {};
-      for (const e of events) {
-        if (e.cat !== "Node" || !e.name?.endsWith("_kernel_time") || e.args?.op_name === undefined) continue;
-        counts[e.args.op_name] = (counts[e.args.op_name] ?? 0) + 1;
-      }
+      for (const { op } of await profiled({ ...feeds(32, 0), ...(switchOn ? headOn(32) : headOff()) })) counts[op] = (counts[op] ?? 0) + 1;
       return counts;
     };
     const on = await ops(true);
@@ -161,6 +165,12 @@ describe("withSkippableHead", () => {
     expect(off.QuickGelu).toBe(LAYERS - 1);
     expect(off.MatMul!).toBeLessThan(on.MatMul!);
     expect(off.If).toBe(1);
+  });
+
+  it("computes the last layer's MLP at the asked positions only, the other layers' at every position (ONNX Runtime's profile)", async () => {
+    // QuickGelu is each layer's (fused) MLP activation, [B, positions, intermediate].
+    const gelu = (await profiled({ ...feeds(150, 0), ...headOn(150, [149, 3]) })).filter((k) => k.op === "QuickGelu");
+    expect(gelu.map((k) => k.shapes[0]!.slice(0, 2))).toEqual([...Array.from({ length: LAYERS - 1 }, () => [1, 150]), [1, 2]]);
   });
 
   it("composes with the greedy readout, which reads empty logits when the head is off", async () => {

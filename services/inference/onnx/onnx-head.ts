@@ -1,5 +1,6 @@
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { headAtPositions } from "./onnx-head-at.js";
+import { layerAtPositions, withNames } from "./onnx-layer-at.js";
 import { defaultOpset } from "./onnx-readout.js";
 import {
   ATTR_G,
@@ -142,16 +143,32 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
     (f) => f.field === GRAPH_VALUE_INFO && f.payload !== undefined && movedValues.has(valueInfoName(f.payload)),
   );
 
-  const narrowed = headAtPositions(nodes, moved, logitsProducer, { at: LOGITS_AT, prefix: PREFIX, output: HEAD_LOGITS });
+  const headNames = { at: LOGITS_AT, prefix: PREFIX, output: HEAD_LOGITS };
+  let narrowed = headAtPositions(nodes, moved, logitsProducer, headNames);
+  // The whole branch (the last layer's query, attention and MLP too) at those positions only.
+  const layer =
+    narrowed === undefined
+      ? undefined
+      : layerAtPositions(
+          nodes,
+          moved,
+          { inputs, outputs: outputs.map((o) => o.name).filter((name) => name !== LOGITS) },
+          { at: LOGITS_AT, prefix: `${PREFIX}_layer` },
+        );
+  if (layer !== undefined) narrowed = headAtPositions(nodes, moved, logitsProducer, { ...headNames, gather: false });
   const thenBranch = new BinaryWriter();
+  for (const payload of layer?.prelude ?? []) thenBranch.tag(GRAPH_NODE, WireType.LengthDelimited).bytes(payload);
   nodes.forEach((n, i) => {
     if (!moved.has(i)) return;
     const payloads = narrowed?.get(i) ?? [i === logitsProducer ? renamedOutput(n.field.payload!, LOGITS, HEAD_LOGITS) : n.field.payload!];
-    for (const payload of payloads) thenBranch.tag(GRAPH_NODE, WireType.LengthDelimited).bytes(payload);
+    for (const payload of payloads) {
+      thenBranch.tag(GRAPH_NODE, WireType.LengthDelimited).bytes(layer === undefined ? payload : withNames(payload, layer.renames));
+    }
   });
   thenBranch.tag(GRAPH_NAME, WireType.LengthDelimited).string(`${PREFIX}_then`);
   thenBranch.tag(GRAPH_OUTPUT, WireType.LengthDelimited).bytes(renamedValueInfo(logits.field.payload!, HEAD_LOGITS));
-  for (const f of movedValueInfo) thenBranch.tag(GRAPH_VALUE_INFO, WireType.LengthDelimited).bytes(f.payload!);
+  // A narrowed branch's values have K positions where their value_info says S.
+  if (layer === undefined) for (const f of movedValueInfo) thenBranch.tag(GRAPH_VALUE_INFO, WireType.LengthDelimited).bytes(f.payload!);
 
   const elemType = tensorElemType(logits.field.payload!) ?? DATA_FLOAT;
   const elseBranch = new BinaryWriter();
