@@ -46,7 +46,9 @@ export const HEAD_SWITCH = "tessera_compute_logits";
  * The int64 `[B, K]` input the engine adds beside HEAD_SWITCH when the head has the form it
  * can narrow (see headAtPositions): the positions, as indices into the forward's `B * S`
  * rows (`b * S + s`), whose logits the head computes. The logits come back `[B, K, V]`; all
- * positions in order (`b * S + s` for every s) give the full `[B, S, V]`.
+ * positions in order (`b * S + s` for every s) give the full `[B, S, V]`. Row b's indices
+ * must be positions of batch row b (the narrowed last layer, onnx-layer-at.ts, reads them as
+ * `s` within row b).
  */
 export const LOGITS_AT = "tessera_logits_at";
 
