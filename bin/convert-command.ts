@@ -4,9 +4,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const CONVERT_HELP = `Usage:
-  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights int8|fp32|fp16|int4] [--force]
-      Convert a Hugging Face SDAR or Fast-dLLM v2 checkpoint directory into a Tessera model
-      directory (docs/model-contract.md). Runs the Python converter under convert/ with
+  tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights int8|fp32|fp16|int4]
+                  [--experts auto|dense|sparse] [--force]
+      Convert a Hugging Face SDAR, Fast-dLLM v2 or DiffusionGemma checkpoint directory into a
+      Tessera model directory (docs/model-contract.md). --experts (DiffusionGemma): sparse
+      computes each token's routed experts only, dense all of them; auto picks by experts / top k. Runs the Python converter under convert/ with
       TESSERA_CONVERT_PYTHON (default convert/.venv/bin/python).
   tessera convert --setup
       Create convert/.venv from convert/requirements.txt (PyTorch CPU, ONNX Runtime,

@@ -1,4 +1,4 @@
-"""tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights int8|fp32|fp16|int4]
+"""tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights int8|fp32|fp16|int4] [--experts auto|dense|sparse]
 
 Reads a Hugging Face SDAR or Fast-dLLM v2 checkpoint directory as published and writes a model
 directory of Tessera's contract (docs/model-contract.md, version 2); a DiffusionGemma one
@@ -41,7 +41,7 @@ def peak_gb(params: int, weights: str) -> float:
     return fp32 * (1.43 if weights in ("fp32", "int8") else 2.5)
 
 
-def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str, force: bool) -> dict:
+def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str, force: bool, experts: str = "auto") -> dict:
     from .checkpoint import weight_files
     from .families import read_checkpoint
 
@@ -56,7 +56,7 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
     if read_json(os.path.join(ckpt_dir, "config.json")).get("model_type") == "diffusion_gemma":
         from . import diffusion_gemma
 
-        return diffusion_gemma.convert(ckpt_dir, out_dir, weights, force, progress)
+        return diffusion_gemma.convert(ckpt_dir, out_dir, weights, force, progress, experts)
     ck = read_checkpoint(ckpt_dir, block_size)
     for note in ck.notes:
         progress(f"note: {note}")
@@ -169,6 +169,9 @@ def main(argv=None) -> int:
                          "int4 MatMulNBits (4-bit, a scale per block of 32), no faster than fp32 on CPUs")
     ap.add_argument("--external-data", choices=["auto", "always", "never"], default="auto",
                     help="weights in model.onnx.data: auto = past 2 GB (ONNX's protobuf limit)")
+    ap.add_argument("--experts", choices=["auto", "dense", "sparse"], default="auto",
+                    help="DiffusionGemma's mixture of experts: sparse computes each token's top k experts only, dense every "
+                         "expert weighted by the router; auto = sparse where experts / top k >= 4 (the 26B-A4B: 128 / 8)")
     ap.add_argument("--force", action="store_true", help="replace model_dir if it exists")
     a = ap.parse_args(argv)
     if a.block_size is not None and a.block_size < 1:
@@ -180,7 +183,7 @@ def main(argv=None) -> int:
               f"(or point TESSERA_CONVERT_PYTHON at a Python that has them)", file=sys.stderr)
         return 3
     try:
-        report = convert(a.checkpoint, a.model_dir, a.block_size, a.weights, a.external_data, a.force)
+        report = convert(a.checkpoint, a.model_dir, a.block_size, a.weights, a.external_data, a.force, a.experts)
     except ConvertError as err:
         print(f"tessera convert: {err}", file=sys.stderr)
         return 1

@@ -24,6 +24,19 @@ MODEL_TYPE = "diffusion_gemma"
 SAMPLER_DEFAULTS = {"max_denoising_steps": 48, "entropy_bound": 0.1, "t_min": 0.4, "t_max": 0.8,
                     "stability_threshold": 1, "confidence_threshold": 0.005}
 END_OF_TURN_NAMES = ("<end_of_turn>", "<turn|>")
+# --experts auto: sparse from this many experts per routed expert (E / k) up; below it dense, which
+# runs as two large matmuls without a node per expert (convert/bench_experts.py, docs/model-contract.md "Experts").
+SPARSE_FROM_RATIO = 4
+EXPERT_FORMS = ("auto", "dense", "sparse")
+
+
+def experts_form(text_config, requested: str) -> str:
+    """The experts' formulation: ``requested``, or for ``auto`` sparse where E / k >= SPARSE_FROM_RATIO."""
+    if requested not in EXPERT_FORMS:
+        raise ConvertError(f"--experts {requested}: expected one of {', '.join(EXPERT_FORMS)}")
+    if requested != "auto":
+        return requested
+    return "sparse" if text_config.num_experts >= SPARSE_FROM_RATIO * text_config.top_k_experts else "dense"
 
 
 def sampler_settings(gen: dict) -> dict:
@@ -65,7 +78,7 @@ def canvas_decision_json(template: str, tokenizer_config: dict):
         return None
 
 
-def config_json(hf_config, shapes, tokens: dict, stops: List[int], sampler: dict, weights: str, source: str) -> dict:
+def config_json(hf_config, shapes, tokens: dict, stops: List[int], sampler: dict, weights: str, source: str, experts: str) -> dict:
     text = hf_config.text_config
     layers = [{"type": t, "num_key_value_heads": kv, "head_dim": d} for (t, kv, d) in shapes]
     eos = stops[0]
@@ -93,11 +106,11 @@ def config_json(hf_config, shapes, tokens: dict, stops: List[int], sampler: dict
         "capabilities": {"images": False, "tools": False, "thinking": False, "grammar": False},
         "encoder_file": "encoder.onnx",
         "denoiser_file": "denoiser.onnx",
-        "source": {"checkpoint": source, "family": "DiffusionGemma (Gemma 4 layers, MoE)", "weights": weights},
+        "source": {"checkpoint": source, "family": "DiffusionGemma (Gemma 4 layers, MoE)", "weights": weights, "experts": experts},
     }
 
 
-def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callable[[str], None]) -> dict:
+def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callable[[str], None], experts: str = "auto") -> dict:
     import torch
 
     from .gemma_check import check, ort_driver
@@ -132,16 +145,18 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
     if not stops:
         raise ConvertError(f"{ckpt}: no end-of-turn token ({' / '.join(END_OF_TURN_NAMES)}) and no eos_token_id")
     params = sum(p.numel() for p in model.parameters())
+    form = experts_form(text, experts)
     progress(f"DiffusionGemma: {len(shapes)} layers ({sum(t == 'sliding_attention' for t, _, _ in shapes)} sliding, window "
              f"{text.sliding_window}), hidden {text.hidden_size}, {text.num_experts} experts top {text.top_k_experts}, "
-             f"vocab {text.vocab_size}, canvas {model.config.canvas_length}, stops {stops}; {params / 1e6:.1f} M parameters")
+             f"vocab {text.vocab_size}, canvas {model.config.canvas_length}, stops {stops}; {params / 1e6:.1f} M parameters; "
+             f"{form} experts")
 
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.converting-", dir=parent)
     work = tempfile.mkdtemp(prefix="tessera-convert-")
     try:
-        enc, dec = GemmaEncoderGraph(model), GemmaDenoiserGraph(model)
+        enc, dec = GemmaEncoderGraph(model, form), GemmaDenoiserGraph(model, form)
         t0 = time.time()
         enc_proto, dec_proto = export_graphs(enc, dec, shapes, text.hidden_size, work)
         progress(f"exported encoder + denoiser in {time.time() - t0:.1f} s ({weights})")
@@ -165,7 +180,7 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
         progress("ONNX Runtime vs transformers (relative to 1 + |x|): " + ", ".join(f"{k} {v:.2e}" for k, v in result.items()))
         if weights == "fp32" and max(result.values()) > 1e-3:
             raise ConvertError(f"ONNX Runtime differs from transformers by {max(result.values()):.2e} (fp32 must agree within 1e-3)")
-        config = config_json(model.config, shapes, tokens, stops, sampler, weights, ckpt)
+        config = config_json(model.config, shapes, tokens, stops, sampler, weights, ckpt, form)
         if has_vision:
             config["vision_file"] = "vision.onnx"
             config["vision"] = vision_config_json(model)
@@ -192,7 +207,7 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
         os.rename(staging, out_dir)
         progress(f"done: {out_dir}")
         return {"family": MODEL_TYPE, "parameters": params, "onnx_bytes": onnx_bytes, "weights_bytes": shared,
-                "weights_bytes_unshared": unshared, "check": result, "weights": weights}
+                "weights_bytes_unshared": unshared, "check": result, "weights": weights, "experts": form}
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if os.path.exists(staging):

@@ -73,12 +73,14 @@ class Driver:
         self.length += ids.shape[1]
         return out
 
-    def denoise(self, canvas: np.ndarray, sc: np.ndarray, temperature: float):
+    def denoise(self, canvas: np.ndarray, sc: np.ndarray, temperature: float, at=None):
+        """``at``: the canvas positions whose logits to compute (default all of them)."""
         pos = np.arange(self.length, self.length + canvas.shape[1], dtype=np.int64)[None]
         full, sliding = self._masks(pos, causal=False)
+        at = np.arange(canvas.shape[1], dtype=np.int64)[None] if at is None else np.asarray(at, np.int64)[None]
         return self.denoise_fn({"canvas_ids": canvas, "position_ids": pos, "self_conditioning_embeds": sc,
                                 "temperature": np.array([temperature], np.float32), "full_attention_mask": full,
-                                "sliding_attention_mask": sliding, **self._past_feeds()})
+                                "sliding_attention_mask": sliding, "logits_positions": at, **self._past_feeds()})
 
 
 def check(hf_model, driver: Driver, prompt_len: int, seed: int = 0) -> Dict[str, float]:
@@ -114,6 +116,9 @@ def check(hf_model, driver: Driver, prompt_len: int, seed: int = 0) -> Dict[str,
                            decoder_position_ids=pos).logits
             logits, next_sc = driver.denoise(canvas.numpy(), sc, temperature)
             worst["logits"] = max(worst["logits"], rel(ref.numpy(), logits))
+            # The head narrowed to canvas position 0 (a decision's readout) reads the same logits.
+            first, _ = driver.denoise(canvas.numpy(), sc, temperature, at=[0])
+            worst["logits"] = max(worst["logits"], rel(ref.numpy()[:, :1], first))
             sc_logits = ref / temperature
             soft = torch.matmul(sc_logits.softmax(-1), hf_model.model.decoder.embed_tokens.weight)
             soft = soft * hf_model.model.decoder.embed_tokens.embed_scale

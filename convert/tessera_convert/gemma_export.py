@@ -26,7 +26,7 @@ def encoder_input_names(layers: int) -> List[str]:
 
 def decoder_input_names(layers: int) -> List[str]:
     return ["canvas_ids", "position_ids", "self_conditioning_embeds", "temperature", "full_attention_mask",
-            "sliding_attention_mask"] + past_names(layers)
+            "sliding_attention_mask", "logits_positions"] + past_names(layers)
 
 
 def past_names(layers: int) -> List[str]:
@@ -72,13 +72,15 @@ def export_graphs(encoder, denoiser, shapes, hidden: int, work_dir: str):
     enc_axes.update(_past_axes(shapes, past_names(layers), "past"))
     enc_axes.update(_past_axes(shapes, present_names(layers), "total"))
     cpos = torch.arange(pf, pf + c).repeat(b, 1)
+    heads = torch.tensor([[0, 3, 1], [2, 0, 3]])  # K = 3 positions of the c = 4, so K is traced as its own axis
     dec_args = (torch.randint(0, 10, (b, c), generator=g), cpos, torch.randn(b, c, hidden, generator=g), torch.ones(b),
-                torch.zeros(b, 1, c, pf + c), torch.zeros(b, 1, c, ps + c), *_example_past(shapes, b, pf, ps, g))
+                torch.zeros(b, 1, c, pf + c), torch.zeros(b, 1, c, ps + c), heads, *_example_past(shapes, b, pf, ps, g))
     dec_axes = {"canvas_ids": {0: "batch", 1: "canvas"}, "position_ids": {0: "batch", 1: "canvas"},
                 "self_conditioning_embeds": {0: "batch", 1: "canvas"}, "temperature": {0: "batch"},
                 "full_attention_mask": {0: "batch", 2: "canvas", 3: "full_total"},
                 "sliding_attention_mask": {0: "batch", 2: "canvas", 3: "sliding_total"},
-                "logits": {0: "batch", 1: "canvas"}, "next_self_conditioning_embeds": {0: "batch", 1: "canvas"}}
+                "logits_positions": {0: "batch", 1: "positions"},
+                "logits": {0: "batch", 1: "positions"}, "next_self_conditioning_embeds": {0: "batch", 1: "positions"}}
     dec_axes.update(_past_axes(shapes, past_names(layers), "past"))
     out = []
     for name, module, args, ins, outs, axes in (

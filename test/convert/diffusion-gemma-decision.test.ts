@@ -12,7 +12,9 @@ import { softmax } from "../../lib/decision-types/probabilities.js";
 import { renderDecisionPrompt } from "../../lib/decision-types/render.js";
 import { canvasScore } from "../../services/inference/canvas/canvas-score.js";
 import { type CanvasEngine, loadCanvasEngine } from "../../services/inference/canvas/canvas-service.js";
-import { decisionNoise } from "../../services/inference/decoder/canvas/canvas-readout.js";
+import type * as ort from "onnxruntime-node";
+import { emptyCache } from "../../services/inference/decoder/canvas/canvas-kv.js";
+import { DECISION_DRAWS, decisionNoise, FirstTokenReadout } from "../../services/inference/decoder/canvas/canvas-readout.js";
 import type { ScoreInput } from "../../services/inference/score/score.js";
 import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
 import { diffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
@@ -120,6 +122,43 @@ describe.skipIf(!HAVE_CONVERT_VENV)("decisions on the tiny DiffusionGemma (canva
     expect(together.prefixTokens).toBe(alone[0]!.prefixTokens);
     expect(together.results[3]!.logits).toEqual([...together.results[2]!.logits].reverse());
   }, 120_000);
+
+  it("the head narrowed to canvas position 0 reads what the whole head read: same probabilities, 1/canvas of the logits", async () => {
+    const { model } = engine;
+    expect(model.narrowHead).toBe(true);
+    const ids = engine.model.tokenizer.encode(input.prefix + input.suffixes[1]!.text);
+    const cache = await engine.decoder.encode(emptyCache(model.config.layers), ids);
+    const tokens = Array.from({ length: model.config.vocabSize }, (_, t) => t); // the whole distribution
+    const read = async (wholeHead: boolean) => {
+      const logitsSizes: number[] = [];
+      const run = model.denoiser.run.bind(model.denoiser);
+      model.denoiser.run = (async (feeds: ort.InferenceSession.FeedsType, fetches?: unknown) => {
+        const out = await run(feeds, fetches as string[]);
+        logitsSizes.push(out.logits!.data.length);
+        return out;
+      }) as typeof model.denoiser.run;
+      let p: number[] = [];
+      try {
+        const readout = new FirstTokenReadout(model, { maxForwardTokens: 1024, wholeHead });
+        await readout.add({ cache, tokens, done: (x) => (p = x) });
+        await readout.flush();
+      } finally {
+        model.denoiser.run = run;
+      }
+      return { p, logitsSizes };
+    };
+    const whole = await read(true);
+    const narrowed = await read(false);
+    const { canvasLength: C, vocabSize: V } = model.config;
+    expect(whole.logitsSizes).toEqual([DECISION_DRAWS * C * V]);
+    expect(narrowed.logitsSizes).toEqual([DECISION_DRAWS * V]);
+    expect(narrowed.p.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
+    let worst = 0;
+    narrowed.p.forEach((x, t) => {
+      worst = Math.max(worst, Math.abs(x - whole.p[t]!));
+    });
+    expect(worst).toBeLessThan(1e-6);
+  }, 60_000);
 
   it("limits: the work cap counts the canvases and is a 400 naming it; a state past the context names the context", async () => {
     // 3 questions: about 60 tokens each, 4 draws x 16 positions per label position read.

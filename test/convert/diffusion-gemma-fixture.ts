@@ -14,6 +14,8 @@ export interface DiffusionGemmaFixture {
     weights_bytes_unshared: number;
     weights: string;
     family: string;
+    /** The experts' formulation the converter chose ("dense" or "sparse"). */
+    experts: string;
   };
 }
 

@@ -9,7 +9,7 @@
  */
 import * as ort from "onnxruntime-node";
 import { type CommittedLogprob, logprobsAt } from "../logprobs.js";
-import { batchFeeds, emptyCache, type RowCache, storePresents } from "./canvas-kv.js";
+import { batchFeeds, emptyCache, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache, storePresents } from "./canvas-kv.js";
 import type { CanvasModel } from "./canvas-model.js";
 import { acceptMask, nextCanvas, noiseTokens, processRow, seededRandom, StableConfidentStop, temperatureAt } from "./sampler.js";
 
@@ -244,6 +244,7 @@ export class CanvasDecoder {
     feeds.position_ids = new ort.Tensor("int64", pos, [B, C]);
     feeds.self_conditioning_embeds = new ort.Tensor("float32", sc, [B, C, H]);
     feeds.temperature = new ort.Tensor("float32", temperature, [B]);
+    if (this.model.narrowHead) feeds[LOGITS_POSITIONS] = logitsPositionsFeed(B, everyPosition(C));
     const out = await denoiser.run(feeds);
     this.stats.forwards++;
     this.stats.rowSteps += B;

@@ -8,6 +8,26 @@ import type { CanvasLayer } from "./canvas-model.js";
 
 export const NEG = -1e9;
 
+/**
+ * The denoiser's int64 `[B, K]` input: the canvas positions of each row whose logits (and next
+ * self-conditioning embeddings) the head computes; the outputs are `[B, K, .]`. Denoising feeds
+ * every position, a decision's readout position 0 only (docs/model-contract.md, "denoiser.onnx").
+ */
+export const LOGITS_POSITIONS = "logits_positions";
+
+/** The LOGITS_POSITIONS feed: the same canvas positions for each of `rows` rows. */
+export function logitsPositionsFeed(rows: number, positions: readonly number[]): ort.Tensor {
+  const K = positions.length;
+  const data = new BigInt64Array(rows * K);
+  for (let b = 0; b < rows; b++) for (let k = 0; k < K; k++) data[b * K + k] = BigInt(positions[k]!);
+  return new ort.Tensor("int64", data, [rows, K]);
+}
+
+/** Every position of a canvas of `length`, in order. */
+export function everyPosition(length: number): number[] {
+  return Array.from({ length }, (_, i) => i);
+}
+
 export interface LayerCache {
   data: [Float32Array, Float32Array];
   /** Positions held (P_l). */

@@ -12,6 +12,7 @@ import { Template } from "@huggingface/jinja";
 import * as ort from "onnxruntime-node";
 import { maxTokenBytes } from "../../prompt/text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "../../prompt/tokenizer.js";
+import { LOGITS_POSITIONS } from "./canvas-kv.js";
 import type { VisionSettings } from "./image-preprocess.js";
 import type { CanvasSamplerSettings } from "./sampler.js";
 
@@ -55,6 +56,11 @@ export interface CanvasModel {
   renderChat(variables: Record<string, unknown>): string;
   encoder: ort.InferenceSession;
   denoiser: ort.InferenceSession;
+  /**
+   * Whether the denoiser takes LOGITS_POSITIONS (conversions since it was added; older v3
+   * directories compute the head at every canvas position and are read that way).
+   */
+  narrowHead: boolean;
   /** vision.onnx (patches -> image embeddings) and the image token's text, with `config.vision`. */
   vision?: { session: ort.InferenceSession; imageTokenText: string };
   close(): Promise<void>;
@@ -180,6 +186,7 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
     renderChat: (variables) => template.render({ bos_token: special("bos_token"), eos_token: special("eos_token"), ...variables }),
     encoder,
     denoiser,
+    narrowHead: denoiser.inputNames.includes(LOGITS_POSITIONS),
     ...(vision !== undefined ? { vision } : {}),
     async close() {
       await encoder.release();

@@ -8,7 +8,7 @@
  * noise's part in it is averaged down.
  */
 import * as ort from "onnxruntime-node";
-import { batchFeeds, type RowCache } from "./canvas-kv.js";
+import { batchFeeds, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache } from "./canvas-kv.js";
 import type { CanvasConfig, CanvasModel } from "./canvas-model.js";
 import { seededDraws } from "./canvas-decoder.js";
 import { canceled } from "../../engine/slots.js";
@@ -45,6 +45,11 @@ export interface ReadoutOptions {
   onForward?: () => void;
   /** Other noise canvases than decisionNoise's (bench/canvas-decision.ts measures the readout's spread over draws). */
   noise?: Int32Array[];
+  /**
+   * Compute the head at every canvas position even where the denoiser can narrow it to
+   * position 0 (the readout before narrowing: tests and bench/canvas-decision.ts compare the two).
+   */
+  wholeHead?: boolean;
 }
 
 /**
@@ -95,14 +100,20 @@ export class FirstTokenReadout {
     this.pendingFloats = 0;
     if (this.options.signal?.aborted) throw canceled();
     const logits = await this.forward(rows.map((r) => ({ cache: r.read.cache, canvas: this.noise[r.draw]! })));
-    const { vocabSize: V, canvasLength: C } = this.model.config;
+    const { vocabSize: V } = this.model.config;
+    const perRow = logits.length / rows.length; // V narrowed, C * V whole; position 0 first either way
     rows.forEach((row, b) => {
-      const p = softmaxAt(logits, b * C * V, V);
+      const p = softmaxAt(logits, b * perRow, V);
       row.read.tokens.forEach((t, j) => {
         row.sums[j]! += p(t) / this.noise.length;
       });
       if (--row.left.n === 0) row.read.done(Array.from(row.sums));
     });
+  }
+
+  /** Whether the head runs at canvas position 0 only. */
+  private get narrowed(): boolean {
+    return this.model.narrowHead && this.options.wholeHead !== true;
   }
 
   private maxRows(): number {
@@ -113,7 +124,7 @@ export class FirstTokenReadout {
   private rowFloats(cache: RowCache): number {
     const { canvasLength: C, vocabSize: V, hiddenSize: H, layers } = this.model.config;
     const past = layers.reduce((sum, l, i) => sum + 2 * l.kvHeads * cache.layers[i]!.length * l.headDim, 0);
-    return C * V + 3 * C * H + 2 * C * (cache.length + C) + past;
+    return (this.narrowed ? V : C * V) + 3 * C * H + 2 * C * (cache.length + C) + past;
   }
 
   /** One denoiser forward: each row's noise canvas after its cache, first step (zero self-conditioning). */
@@ -140,6 +151,7 @@ export class FirstTokenReadout {
     feeds.self_conditioning_embeds = new ort.Tensor("float32", new Float32Array(B * C * H), [B, C, H]);
     // The first step's temperature; it only shapes next_self_conditioning_embeds, which is not read.
     feeds.temperature = new ort.Tensor("float32", new Float32Array(B).fill(config.sampler.tMax), [B]);
+    if (this.model.narrowHead) feeds[LOGITS_POSITIONS] = logitsPositionsFeed(B, this.narrowed ? [0] : everyPosition(C));
     const out = await denoiser.run(feeds, ["logits"]);
     this.options.onForward?.();
     return out.logits!.data as Float32Array;
