@@ -89,7 +89,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma experts: sparse against dens
     expect(config.source.experts).toBe("sparse");
   });
 
-  it("the sparse denoiser equals the dense one within 1e-5: a whole canvas, and one position (experts no token chose)", async () => {
+  it("the sparse denoiser equals the dense one within 1e-4 (the check against transformers: 4e-5 for both): a whole canvas, and one position (experts no token chose)", async () => {
     const config = JSON.parse(readFileSync(join(fx.model, "config.json"), "utf8"));
     const options = { executionProviders: ["cpu"], intraOpNumThreads: 1 };
     const dense = await ort.InferenceSession.create(join(fx.model, "denoiser.onnx"), options);
@@ -99,9 +99,9 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma experts: sparse against dens
         const f = feeds(config, canvas, 5);
         const [a, b] = await Promise.all([dense.run(f), sparseSession.run(f)]);
         expect(a.logits!.dims).toEqual([1, canvas, config.vocab_size]);
-        expect(worstRelative(a.logits!.data as Float32Array, b.logits!.data as Float32Array)).toBeLessThan(1e-5);
+        expect(worstRelative(a.logits!.data as Float32Array, b.logits!.data as Float32Array)).toBeLessThan(1e-4);
         const sc = (o: ort.InferenceSession.OnnxValueMapType) => o.next_self_conditioning_embeds!.data as Float32Array;
-        expect(worstRelative(sc(a), sc(b))).toBeLessThan(1e-5);
+        expect(worstRelative(sc(a), sc(b))).toBeLessThan(1e-4);
       }
     } finally {
       await dense.release();
