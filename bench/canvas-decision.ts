@@ -8,6 +8,8 @@
 //  2. Cost: one request of 16 questions against 16 requests of one question (same questions),
 //     in one run: ms and denoiser forwards of each; the ratio is what batching and the shared
 //     state cache buy.
+//  3. The head narrowed to canvas position 0 (the denoiser's logits_positions) against the
+//     whole head: ms per question's readout and the logits each forward returns.
 //
 //   npx tsx bench/canvas-decision.ts <model-dir>   (a `tessera convert` of a diffusion_gemma checkpoint, with decision.json)
 import { softmax } from "../lib/decision-types/probabilities.js";
@@ -96,5 +98,50 @@ console.log(
   `16 questions: one request ${together.ms.toFixed(0)} ms (${together.forwards} denoiser forwards), ` +
     `16 requests ${apart.ms.toFixed(0)} ms (${apart.forwards}); one request is ${(apart.ms / together.ms).toFixed(2)}x faster`,
 );
+
+// 3. The head narrowed to canvas position 0 against the whole head (FirstTokenReadout's
+//    wholeHead): one readout per question (DECISION_DRAWS rows, one forward), the two taking
+//    turns; ms per readout and the logits one forward returns.
+{
+  const reads = await Promise.all(
+    rendered.map(async (r) => ({
+      cache: await engine.decoder.encode(emptyCache(config.layers), tokenizer.encode(r.prefix + r.suffix)),
+      tokens: r.labels.map((l) => tokenizer.encode(l)[0]!),
+    })),
+  );
+  let logitsFloats = 0;
+  (model.denoiser as { run: typeof run }).run = (async (...args: Parameters<typeof run>) => {
+    const out = await run(...args);
+    logitsFloats = out.logits!.data.length;
+    return out;
+  }) as typeof run;
+  const readOnce = async (wholeHead: boolean) => {
+    const t = performance.now();
+    for (const r of reads) {
+      const readout = new FirstTokenReadout(model, { maxForwardTokens: 1024, wholeHead });
+      await readout.add({ ...r, done: () => {} });
+      await readout.flush();
+    }
+    return { ms: (performance.now() - t) / reads.length, floats: logitsFloats };
+  };
+  const ms = { whole: [] as number[], narrowed: [] as number[] };
+  let floats = { whole: 0, narrowed: 0 };
+  await readOnce(true);
+  await readOnce(false);
+  for (let k = 0; k < 40; k++) {
+    const w = await readOnce(true);
+    const n = await readOnce(false);
+    ms.whole.push(w.ms);
+    ms.narrowed.push(n.ms);
+    floats = { whole: w.floats, narrowed: n.floats };
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+  const [mw, mn] = [median(ms.whole), median(ms.narrowed)];
+  console.log(
+    `readout per question (${DECISION_DRAWS} rows, one forward): whole head ${mw.toFixed(2)} ms, ${((floats.whole * 4) / 1024).toFixed(1)} KiB ` +
+      `of logits; narrowed to position 0 ${mn.toFixed(2)} ms, ${((floats.narrowed * 4) / 1024).toFixed(1)} KiB; ${(mw / mn).toFixed(2)}x faster, ` +
+      `${(floats.whole / floats.narrowed).toFixed(0)}x fewer logits (canvas ${config.canvasLength}, vocab ${config.vocabSize})`,
+  );
+}
 console.log(`peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB`);
 await engine.close();

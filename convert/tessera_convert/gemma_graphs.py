@@ -8,8 +8,9 @@ torch modules over the weights of transformers' ``DiffusionGemmaForBlockDiffusio
 The attention, masks and experts are written out here so that the graphs trace to plain ONNX
 (transformers' cache objects and its looped experts do not): masks are additive inputs, one for
 the full-attention layers and one for the sliding ones (their cache is bounded by the engine);
-the experts are a dense formulation made of two 2-D MatMuls per layer (every expert computed,
-the routing weights zero outside the top k), so weight-only quantizers see ordinary matmuls.
+the experts are sparse (SparseExperts: each token's top k only) or dense (DenseExperts: every
+expert, the routing weights zero outside the top k), both made of 2-D MatMuls so weight-only
+quantizers see ordinary matmuls (docs/model-contract.md, "Experts", has the measurements).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
  * exactly what `generate` runs first; the distribution of the reply's first token is
  * softmax(logits) at canvas position 0 (the soft-capped logits, before any temperature). It is
  * read on DECISION_DRAWS fixed noise canvases and averaged, so it is deterministic and the
- * noise's part in it is averaged down.
+ * noise's part in it is averaged down. Where the denoiser takes LOGITS_POSITIONS, its head runs
+ * at position 0 only (`[B, 1, V]` logits instead of `[B, C, V]`).
  */
 import * as ort from "onnxruntime-node";
 import { batchFeeds, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache } from "./canvas-kv.js";
