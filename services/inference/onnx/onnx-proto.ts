@@ -37,8 +37,10 @@ export const TYPE_TENSOR = 1;
 export const TENSOR_TYPE_ELEM_TYPE = 1;
 export const TENSOR_TYPE_SHAPE = 2;
 export const DATA_FLOAT = 1;
+export const DATA_INT32 = 6;
 export const DATA_INT64 = 7;
 export const DATA_BOOL = 9;
+export const DATA_DOUBLE = 11;
 
 /** The chunks one after the other, in one new array. */
 export function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {

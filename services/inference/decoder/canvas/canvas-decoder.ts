@@ -2,16 +2,17 @@
  * The canvas decoding family (contract v3): transformers' DiffusionGemma `generate` loop on
  * ONNX Runtime, with every row in flight sharing one batched denoiser forward per step.
  * Per row: the prompt is encoded, then canvas after canvas is denoised from uniform noise
- * (sampler.ts) until it stops or runs out of steps, its argmax canvas is appended to the
+ * (sampler.ts; its per-position work over the vocabulary runs as an ONNX graph, graph-sampler.ts)
+ * until it stops or runs out of steps, its argmax canvas is appended to the
  * reply and encoded onto the cache; the reply ends at the first stop token or at maxTokens.
  * Each row draws its own randomness (`CanvasDraws`), so a row's reply does not depend on
  * which rows it was batched with.
  */
 import * as ort from "onnxruntime-node";
-import { type CommittedLogprob, logprobsAt } from "../logprobs.js";
+import type { CommittedLogprob } from "../logprobs.js";
 import { batchFeeds, emptyCache, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache, storePresents } from "./canvas-kv.js";
 import type { CanvasModel } from "./canvas-model.js";
-import { acceptMask, nextCanvas, noiseTokens, processRow, seededRandom, StableConfidentStop, temperatureAt } from "./sampler.js";
+import { acceptMask, nextCanvas, noiseTokens, seededRandom, StableConfidentStop, temperatureAt } from "./sampler.js";
 
 /** The random draws of one row, in the order transformers' generate makes them. */
 export interface CanvasDraws {
@@ -107,7 +108,6 @@ export class CanvasDecoder {
   private running = false;
   /** Denoiser forwards run and rows they carried (metrics). */
   readonly stats = { forwards: 0, rowSteps: 0 };
-  private noBans: Uint8Array | undefined;
 
   constructor(
     private readonly model: CanvasModel,
@@ -254,7 +254,7 @@ export class CanvasDecoder {
       const row = batch[b]!;
       if (!this.rows.includes(row)) continue;
       const uniforms = row.req.draws.uniforms(C);
-      const processed = processRow(logits.subarray(b * C * V, (b + 1) * C * V), C, V, temperature[b]!, uniforms);
+      const processed = await this.model.sampler.processRow(logits.subarray(b * C * V, (b + 1) * C * V), C, V, temperature[b]!, uniforms);
       const accepted = acceptMask(processed.entropy, config.sampler.entropyBound);
       const noise = row.req.draws.noise(C, V);
       row.canvas = nextCanvas(processed.sample, accepted, noise);
@@ -284,7 +284,7 @@ export class CanvasDecoder {
     const kept = argmax.slice(0, Math.min(stopAt < 0 ? argmax.length : stopAt, room));
     row.reply.push(...kept);
     const finished: FinishedCanvas = { tokens: kept, canvasIndex: row.canvasIndex };
-    if (row.req.logprobs !== undefined) finished.logprobs = this.logprobsOf(kept, logits, row.req.logprobs.top, row.steps);
+    if (row.req.logprobs !== undefined) finished.logprobs = await this.logprobsOf(kept, logits, row.req.logprobs.top, row.steps);
     const stopToken = stopAt >= 0 && stopAt <= room;
     const stopped = row.req.onCanvas?.(finished) === true || stopToken;
     if (stopped || row.reply.length >= row.req.maxTokens) {
@@ -305,9 +305,8 @@ export class CanvasDecoder {
   }
 
   /** Log-softmax over the whole vocabulary of the raw logits at each kept position (nothing banned: the sampler reads every token). */
-  private logprobsOf(tokens: readonly number[], logits: Float32Array, top: number, step: number): CommittedLogprob[] {
-    const V = this.model.config.vocabSize;
-    this.noBans ??= new Uint8Array(V);
-    return tokens.map((token, i) => ({ token, ...logprobsAt(logits, i * V, V, this.noBans!, token, top), step }));
+  private async logprobsOf(tokens: readonly number[], logits: Float32Array, top: number, step: number): Promise<CommittedLogprob[]> {
+    const read = await this.model.sampler.logprobs(logits, this.model.config.vocabSize, tokens, top);
+    return read.map((r, i) => ({ token: tokens[i]!, ...r, step }));
   }
 }

@@ -1,8 +1,8 @@
 /**
  * A contract v3 model directory (docs/model-contract.md, "Contract v3"): config.json's canvas
  * keys checked, the tokenizer and chat template, and ONNX Runtime sessions of encoder.onnx and
- * denoiser.onnx (which share weights.onnx.data, read by ONNX Runtime from beside them), and
- * vision.onnx where config.json names one.
+ * denoiser.onnx (which share weights.onnx.data, read by ONNX Runtime from beside them),
+ * vision.onnx where config.json names one, and the sampler's weightless graphs built here.
  */
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -13,6 +13,7 @@ import * as ort from "onnxruntime-node";
 import { maxTokenBytes } from "../../prompt/text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "../../prompt/tokenizer.js";
 import { LOGITS_POSITIONS } from "./canvas-kv.js";
+import { GraphSampler } from "./graph-sampler.js";
 import type { VisionSettings } from "./image-preprocess.js";
 import type { CanvasSamplerSettings } from "./sampler.js";
 
@@ -61,6 +62,8 @@ export interface CanvasModel {
    * directories compute the head at every canvas position and are read that way).
    */
   narrowHead: boolean;
+  /** The sampler's per-step work as weightless graphs on the denoiser's execution provider (graph-sampler.ts). */
+  sampler: GraphSampler;
   /** vision.onnx (patches -> image embeddings) and the image token's text, with `config.vision`. */
   vision?: { session: ort.InferenceSession; imageTokenText: string };
   close(): Promise<void>;
@@ -163,6 +166,7 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
   };
   const encoder = await ort.InferenceSession.create(path.join(root, "encoder.onnx"), sessionOptions);
   const denoiser = await ort.InferenceSession.create(path.join(root, "denoiser.onnx"), sessionOptions);
+  const sampler = await GraphSampler.create({ precision: "float64", sessionOptions });
   let vision: CanvasModel["vision"];
   if (config.vision !== undefined) {
     const id = config.vision.imageTokenId;
@@ -187,10 +191,12 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
     encoder,
     denoiser,
     narrowHead: denoiser.inputNames.includes(LOGITS_POSITIONS),
+    sampler,
     ...(vision !== undefined ? { vision } : {}),
     async close() {
       await encoder.release();
       await denoiser.release();
+      await sampler.release();
       await vision?.session.release();
     },
   };

@@ -1,5 +1,6 @@
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HAVE_CONVERT_VENV, runConvertPython } from "../../../../test/convert/converted-models.js";
+import { GraphSampler } from "./graph-sampler.js";
 import {
   acceptMask,
   type CanvasSamplerSettings,
@@ -36,19 +37,30 @@ interface Fixture {
 
 describe.skipIf(!HAVE_CONVERT_VENV)("canvas sampler: equal to transformers' DiffusionGemma sampler on fixed logits and draws", () => {
   let fx: Fixture;
+  let graph: GraphSampler;
   beforeAll(async () => {
     const { stdout } = await runConvertPython(["convert/tests/canvas_sampler_fixture.py"], 120_000);
     fx = JSON.parse(stdout) as Fixture;
+    graph = await GraphSampler.create({ sessionOptions: { executionProviders: ["cpu"], intraOpNumThreads: 1 } });
   }, 120_000);
+  afterAll(async () => {
+    await graph?.release();
+  });
 
-  it("temperature schedule, entropies, samples, argmax, accepts, renoises and the stop, every step of both rows", () => {
+  it("temperature schedule, entropies, samples, argmax, accepts, renoises and the stop, every step of both rows", async () => {
     const stops = fx.settings && Array.from({ length: fx.batch }, () => new StableConfidentStop(fx.settings));
     let acceptedSome = 0;
     let stopped = 0;
     for (const step of fx.steps) {
       expect(temperatureAt(fx.settings, step.stepsLeft)).toBeCloseTo(step.temperature, 12);
       for (let b = 0; b < fx.batch; b++) {
-        const row = processRow(Float32Array.from(step.logits[b]!), fx.canvas, fx.vocab, step.temperature, step.uniforms[b]!);
+        const logits = Float32Array.from(step.logits[b]!);
+        const row = processRow(logits, fx.canvas, fx.vocab, step.temperature, step.uniforms[b]!);
+        // The graph the engine serves with gives the same per-position numbers.
+        const served = await graph.processRow(logits, fx.canvas, fx.vocab, step.temperature, step.uniforms[b]!);
+        expect(Array.from(served.sample)).toEqual(step.sample[b]);
+        expect(Array.from(served.argmax)).toEqual(step.argmax[b]);
+        for (let i = 0; i < fx.canvas; i++) expect(served.entropy[i]).toBeCloseTo(row.entropy[i]!, 12);
         for (let i = 0; i < fx.canvas; i++) expect(row.entropy[i]).toBeCloseTo(step.entropy[b]![i]!, 4);
         expect(Array.from(row.argmax)).toEqual(step.argmax[b]);
         expect(Array.from(row.sample)).toEqual(step.sample[b]);
