@@ -6,6 +6,8 @@ import {
   ATTR_NAME,
   ATTR_TYPE,
   ATTR_TYPE_INT,
+  DATA_DOUBLE,
+  DATA_FLOAT,
   DATA_INT64,
   GRAPH_INITIALIZER,
   type GRAPH_INPUT,
@@ -63,12 +65,26 @@ export class GraphWriter {
 
   /** An int64 initializer: a 1-D tensor of `values`, or a scalar (0-D) with `scalar`. */
   int64s(name: string, values: readonly number[], scalar = false): void {
+    this.initializer(name, DATA_INT64, new Uint8Array(BigInt64Array.from(values, BigInt).buffer), scalar ? [] : [values.length]);
+  }
+
+  /** A float32 initializer: a 1-D tensor of `values`, or a scalar (0-D) with `scalar`. */
+  floats(name: string, values: readonly number[], scalar = false): void {
+    this.initializer(name, DATA_FLOAT, new Uint8Array(Float32Array.from(values).buffer), scalar ? [] : [values.length]);
+  }
+
+  /** A float64 initializer: a 1-D tensor of `values`, or a scalar (0-D) with `scalar`. */
+  doubles(name: string, values: readonly number[], scalar = false): void {
+    this.initializer(name, DATA_DOUBLE, new Uint8Array(Float64Array.from(values).buffer), scalar ? [] : [values.length]);
+  }
+
+  private initializer(name: string, type: number, raw: Uint8Array, dims: number[]): void {
     const g = this.graph;
     g.tag(GRAPH_INITIALIZER, WireType.LengthDelimited).fork();
-    if (!scalar) g.tag(TENSOR_DIMS, WireType.Varint).int64(values.length);
-    g.tag(TENSOR_DATA_TYPE, WireType.Varint).int32(DATA_INT64);
+    for (const d of dims) g.tag(TENSOR_DIMS, WireType.Varint).int64(d);
+    g.tag(TENSOR_DATA_TYPE, WireType.Varint).int32(type);
     g.tag(TENSOR_NAME, WireType.LengthDelimited).string(name);
-    g.tag(TENSOR_RAW_DATA, WireType.LengthDelimited).bytes(new Uint8Array(BigInt64Array.from(values, BigInt).buffer));
+    g.tag(TENSOR_RAW_DATA, WireType.LengthDelimited).bytes(raw);
     g.join();
   }
 

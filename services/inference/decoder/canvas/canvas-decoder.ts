@@ -254,7 +254,7 @@ export class CanvasDecoder {
       const row = batch[b]!;
       if (!this.rows.includes(row)) continue;
       const uniforms = row.req.draws.uniforms(C);
-      const processed = await this.model.sampler.processRow(logits.subarray(b * C * V, (b + 1) * C * V), C, V, temperature[b]!, uniforms);
+      const processed = await this.model.sampler.processRow(logits.subarray(b * C * V, (b + 1) * C * V), C, temperature[b]!, uniforms);
       const accepted = acceptMask(processed.entropy, config.sampler.entropyBound);
       const noise = row.req.draws.noise(C, V);
       row.canvas = nextCanvas(processed.sample, accepted, noise);
@@ -306,7 +306,7 @@ export class CanvasDecoder {
 
   /** Log-softmax over the whole vocabulary of the raw logits at each kept position (nothing banned: the sampler reads every token). */
   private async logprobsOf(tokens: readonly number[], logits: Float32Array, top: number, step: number): Promise<CommittedLogprob[]> {
-    const read = await this.model.sampler.logprobs(logits, this.model.config.vocabSize, tokens, top);
+    const read = await this.model.sampler.logprobs(logits, tokens, top);
     return read.map((r, i) => ({ token: tokens[i]!, ...r, step }));
   }
 }

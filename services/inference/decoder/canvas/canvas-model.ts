@@ -166,7 +166,7 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
   };
   const encoder = await ort.InferenceSession.create(path.join(root, "encoder.onnx"), sessionOptions);
   const denoiser = await ort.InferenceSession.create(path.join(root, "denoiser.onnx"), sessionOptions);
-  const sampler = await GraphSampler.create({ precision: "float64", sessionOptions });
+  const sampler = await GraphSampler.create(config.vocabSize, sessionOptions);
   let vision: CanvasModel["vision"];
   if (config.vision !== undefined) {
     const id = config.vision.imageTokenId;
