@@ -1,11 +1,11 @@
 // A canvas model's (contract v3, DiffusionGemma) decoding cost: ms per denoising step at batch 1
-// and with 4 rows in flight, split into the denoiser forward and the sampler (entropy, sample,
-// accept over [canvas, vocab] in JS), the encoder's ms per canvas, tokens per step, and memory
+// and with 4 rows in flight, split into the denoiser forward and the rest (the sampler graph's
+// entropy, argmax and sample over [canvas, vocab], the accept rule), the encoder's ms per canvas, tokens per step, and memory
 // (RSS before and after loading, peak). Four prompts are decoded one at a time, then together,
 // in one run, with the same seeds; the ratio of the two throughputs is what batching buys.
-// Then the JS sampler and the logprob readout at the 26B-A4B's vocabulary (262,144) on random
-// logits, per [position x vocabulary] element: the part of a step that grows with the
-// vocabulary and runs on the CPU whatever runs the graph (README, "Serving DiffusionGemma").
+// Then the JS reference sampler and logprob readout at the 26B-A4B's vocabulary (262,144) on
+// random logits, per [position x vocabulary] element (the graphs the decoder serves with
+// against them: bench/canvas-sampler.ts; README, "Serving DiffusionGemma").
 //
 //   npx tsx bench/canvas-decode.ts <model-dir> [max-tokens]   (a `tessera convert` of a diffusion_gemma checkpoint)
 import { CanvasDecoder, seededDraws } from "../services/inference/decoder/canvas/canvas-decoder.js";
@@ -74,7 +74,7 @@ for (const [name, r] of [
   ["4 rows together", batched],
 ] as const) {
   const perForward = r.denoiser / r.denoiserCalls;
-  // Wall time per forward includes the sampler in JS and the encoder calls (which may overlap
+  // Wall time per forward includes the sampler and the encoder calls (which may overlap
   // the denoiser when prompts arrive together), so only the ONNX Runtime share is split out.
   console.log(
     `${name}: ${(r.wall / r.forwards).toFixed(2)} ms wall per denoiser forward (${perForward.toFixed(2)} ms of it in the ` +

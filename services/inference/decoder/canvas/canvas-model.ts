@@ -166,7 +166,8 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
   };
   const encoder = await ort.InferenceSession.create(path.join(root, "encoder.onnx"), sessionOptions);
   const denoiser = await ort.InferenceSession.create(path.join(root, "denoiser.onnx"), sessionOptions);
-  const sampler = await GraphSampler.create(config.vocabSize, sessionOptions);
+  // One intra-op thread: its runs are ~1M logits, where more threads measured slower (bench/canvas-sampler.ts).
+  const sampler = await GraphSampler.create(config.vocabSize, { ...sessionOptions, intraOpNumThreads: 1 });
   let vision: CanvasModel["vision"];
   if (config.vision !== undefined) {
     const id = config.vision.imageTokenId;

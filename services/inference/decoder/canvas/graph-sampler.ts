@@ -69,21 +69,29 @@ export class GraphSampler {
    * `[>= tokens.length, vocab]`, whose tokens are those positions' argmax (the canvas's reply).
    */
   async logprobs(logits: Float32Array, tokens: readonly number[], top: number): Promise<{ logprob: number; top: TokenChoice[] }[]> {
-    const P = tokens.length;
-    if (P === 0) return [];
+    const V = this.vocab;
     const k = Math.max(1, top);
-    const out = await this.readout.run({
-      logits: new ort.Tensor("float32", logits.subarray(0, P * this.vocab), [P, this.vocab]),
-      k: new ort.Tensor("int64", BigInt64Array.of(BigInt(k)), [1]),
-    });
-    const logZ = out.log_z!.data as Float32Array;
-    const values = out.top_logits!.data as Float32Array;
-    const ids = out.top_ids!.data as Int32Array;
-    return tokens.map((token, i) => {
-      if (ids[i * k] !== token) throw new Error(`logprob readout: position ${i}'s reply token ${token} is not its argmax ${ids[i * k]}`);
-      const at = (j: number): TokenChoice => ({ token: ids[i * k + j]!, logprob: Math.min(0, values[i * k + j]! - logZ[i]!) });
-      return { logprob: at(0).logprob, top: Array.from({ length: top }, (_, j) => at(j)) };
-    });
+    const kTensor = new ort.Tensor("int64", BigInt64Array.of(BigInt(k)), [1]);
+    const step = Math.max(1, Math.floor(CHUNK_ELEMENTS / V));
+    const result: { logprob: number; top: TokenChoice[] }[] = [];
+    for (let from = 0; from < tokens.length; from += step) {
+      const n = Math.min(step, tokens.length - from);
+      const out = await this.readout.run({
+        logits: new ort.Tensor("float32", logits.subarray(from * V, (from + n) * V), [n, V]),
+        k: kTensor,
+      });
+      const logZ = out.log_z!.data as Float32Array;
+      const values = out.top_logits!.data as Float32Array;
+      const ids = out.top_ids!.data as Int32Array;
+      for (let i = 0; i < n; i++) {
+        const token = tokens[from + i]!;
+        if (ids[i * k] !== token)
+          throw new Error(`logprob readout: position ${from + i}'s reply token ${token} is not its argmax ${ids[i * k]}`);
+        const at = (j: number): TokenChoice => ({ token: ids[i * k + j]!, logprob: Math.min(0, values[i * k + j]! - logZ[i]!) });
+        result.push({ logprob: at(0).logprob, top: Array.from({ length: top }, (_, j) => at(j)) });
+      }
+    }
+    return result;
   }
 
   async release(): Promise<void> {
