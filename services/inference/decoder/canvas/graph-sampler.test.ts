@@ -1,3 +1,4 @@
+import * as ort from "onnxruntime-node";
 import { afterAll, describe, expect, it } from "vitest";
 import { logprobsAt } from "../logprobs.js";
 import { GraphSampler } from "./graph-sampler.js";
@@ -76,6 +77,29 @@ describe("canvas sampler as an ONNX graph (real ONNX Runtime): equal to the JS r
       expect(blocks.size).toBe(Math.ceil(V / 512)); // every block of the CDF was drawn from
     },
   );
+
+  it("a row of more than a million logits runs in chunks, each position as in one whole-row run (a device tensor's path) and as processRow", async () => {
+    const C = 400;
+    const V = 3000; // 349 positions a run: chunks of 349 and 51
+    const graph = await graphFor(V);
+    const logits = edgeLogits(C, V, 6);
+    const uniforms = Float64Array.from({ length: C }, seededRandom(106));
+    const t = Math.fround(0.9);
+    const chunked = await graph.processRow(logits, C, t, uniforms);
+    const whole = await graph.processRow(new ort.Tensor("float32", logits, [1, C, V]), C, t, uniforms);
+    expect(Array.from(chunked.sample)).toEqual(Array.from(whole.sample));
+    expect(Array.from(chunked.argmax)).toEqual(Array.from(whole.argmax));
+    expect(Array.from(chunked.entropy)).toEqual(Array.from(whole.entropy));
+    const want = processRow(logits, C, V, t, uniforms);
+    expect(Array.from(chunked.sample)).toEqual(Array.from(want.sample));
+    expect(Array.from(chunked.argmax)).toEqual(Array.from(want.argmax));
+    const tokens = Array.from(want.argmax);
+    const read = await graph.logprobs(logits, tokens, 2);
+    expect(read.map((r) => r.top[0]!.token)).toEqual(tokens);
+    const none = new Uint8Array(V);
+    for (const i of [0, 348, 349, 399])
+      expect(Math.abs(read[i]!.logprob - logprobsAt(logits, i * V, V, none, tokens[i]!, 0).logprob)).toBeLessThan(1e-5);
+  });
 
   it("logprob readout: logprobsAt's logprobs (to 1e-5) and top alternatives (ties to the lower id), for top 0 and top 5", async () => {
     const C = 6;
