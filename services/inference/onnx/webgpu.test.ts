@@ -4,17 +4,13 @@
 // is given back — after the parity runs, a cancelled request, a failed one, and 100 requests.
 // The scenarios run in a child process (test/helpers/webgpu-scenarios.ts): the Vulkan loader is
 // found through LD_LIBRARY_PATH, which the dynamic loader reads only when a process starts.
-import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { haveSwiftShader, runWithSwiftShader, SWIFTSHADER_ICD } from "../../../test/helpers/swiftshader.js";
 
-const CHROMIUM = "/usr/lib/chromium";
-const ICD = path.join(CHROMIUM, "vk_swiftshader_icd.json");
-const ROOT = path.resolve(import.meta.dirname, "../../..");
-const haveSwiftShader = existsSync(ICD) && existsSync(path.join(CHROMIUM, "libvulkan.so.1"));
 if (!haveSwiftShader) {
-  console.warn(`webgpu.test.ts skipped: no SwiftShader Vulkan driver at ${ICD} (install Debian's chromium package, as .ci/run does)`);
+  console.warn(
+    `webgpu.test.ts skipped: no SwiftShader Vulkan driver at ${SWIFTSHADER_ICD} (install Debian's chromium package, as .ci/run does)`,
+  );
 }
 
 /**
@@ -62,35 +58,9 @@ interface Scenarios {
   timings: Record<string, number>;
 }
 
-function runScenarios(): Promise<Scenarios> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/webgpu-scenarios.ts"], {
-      cwd: ROOT,
-      env: { ...process.env, VK_ICD_FILENAMES: ICD, LD_LIBRARY_PATH: [CHROMIUM, process.env.LD_LIBRARY_PATH].filter(Boolean).join(":") },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), 280_000);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      const line = stdout.trim().split("\n").at(-1) ?? "";
-      if (code !== 0 || line === "") reject(new Error(`webgpu scenarios exited ${code}:\n${stderr.slice(-4000)}`));
-      else resolve(JSON.parse(line) as Scenarios);
-    });
-  });
-}
-
 describe.skipIf(!haveSwiftShader)("WebGPU provider (SwiftShader)", () => {
   it("answers as the CPU provider does, keeps the key/values on the device and gives every tensor back", async () => {
-    const s = await runScenarios();
+    const s = await runWithSwiftShader<Scenarios>("test/helpers/webgpu-scenarios.ts", 280_000);
     console.info("webgpu scenario timings (ms):", JSON.stringify(s.timings));
     expect(s.providers).toEqual(["webgpu", "cpu"]);
     expect(s.headAt).toBe(true);
