@@ -35,10 +35,10 @@ def param_count(a) -> int:
 def peak_gb(params: int, weights: str) -> float:
     """Measured at 1.7B (bench/full_size/README.md): the PyTorch stage peaks at 1.43x the fp32
     weights (the module, the safetensors pages, the exporter's trace); int8 is quantized one
-    weight at a time after it; fp16 and int4 go through ONNX's and ONNX Runtime's whole-model
-    code, which holds the fp32 model and its copies (about 2.5x)."""
+    weight at a time after it, and so is int4 (measured at 1.7B: bench/full_size/README.md); fp16
+    goes through ONNX's whole-model code, which holds the fp32 model and its copies (about 2.5x)."""
     fp32 = params * 4 / 1e9
-    return fp32 * (1.43 if weights in ("fp32", "int8") else 2.5)
+    return fp32 * (2.5 if weights == "fp16" else 1.43)
 
 
 def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str, force: bool, experts: str = "auto") -> dict:
@@ -71,7 +71,7 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
     progress(f"{params / 1e9:.3f} B parameters; {weights} model.onnx of about {est_bytes / 1e9:.2f} GB"
              f"{' (+ model.onnx.data: past ONNX protobuf limit of 2 GB)' if use_external else ''}; "
              f"expected peak memory {peak_gb(params, weights):.1f} GB ("
-             f"{'the fp32 model in PyTorch, then one weight at a time' if weights in ('fp32', 'int8') else 'the whole fp32 model and its copies while converting the weights'})")
+             f"{'the whole fp32 model and its copies while converting the weights' if weights == 'fp16' else 'the fp32 model in PyTorch, then one weight at a time'})")
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.converting-", dir=parent)
@@ -98,7 +98,8 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
             cases = pickle.load(f)
         import gc
 
-        from .export import compare, load, save, to_fp16_weights, to_int4, to_int8
+        from .export import compare, load, save, to_fp16_weights, to_int8
+        from .quantize_int4 import INT4_BLOCK, to_int4_streamed
         from .model_dir import config_json, decision_json, model_card, tokenizer_files, write_json
 
         t0 = time.time()
@@ -106,14 +107,14 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
             progress("int8: quantizing every MatMul's weights per output channel (activations at run time), one weight at a time")
             count = to_int8(fp32_path, onnx_path, use_external)
             progress(f"int8: {count} matmuls quantized")
-        elif weights in ("fp16", "int4"):
+        elif weights == "int4":
+            progress(f"int4: quantizing every MatMul's weights to 4 bits (MatMulNBits, a scale per block of {INT4_BLOCK}), one weight at a time")
+            count = to_int4_streamed(fp32_path, onnx_path, use_external)
+            progress(f"int4: {count} matmuls quantized")
+        elif weights == "fp16":
             proto = load(fp32_path)
-            if weights == "fp16":
-                to_fp16_weights(proto)
-                progress("fp16: weights stored as float16, cast to float32 in the graph")
-            else:
-                progress(f"int4: quantizing {sum(1 for n in proto.graph.node if n.op_type == 'MatMul')} matmuls; peak about {peak_gb(params, weights):.1f} GB")
-                proto = to_int4(proto, progress)
+            to_fp16_weights(proto)
+            progress("fp16: weights stored as float16, cast to float32 in the graph")
             save(proto, onnx_path, use_external)
             del proto
         if weights != "fp32":

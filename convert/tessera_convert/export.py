@@ -9,13 +9,13 @@ import numpy as np
 import torch
 
 from .contract import dynamic_axes, input_names, output_names
+from .quantize_int4 import INT4_BLOCK
 from .qwen import QwenContractLM
 
 OPSET = 17
 TWO_GB = 2 * 1024**3
 MASK_NEG = -1e9
 WEIGHT_FORMATS = ("fp32", "fp16", "int8", "int4")
-INT4_BLOCK = 32
 
 
 def block_causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, block_size: int) -> torch.Tensor:

@@ -58,6 +58,16 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: parity with transformers' 
     expect(r.int8!.logits_rel_rms).toBeLessThan(r.int4!.logits_rel_rms!);
   }, 300_000);
 
+  it("int4 one weight at a time writes what ONNX Runtime's whole-model MatMulNBits quantizer writes", async () => {
+    const { stdout } = await runConvertPython(["convert/tests/int4_vs_onnxruntime.py", join(fx.models.sdar, "model.onnx"), scratch]);
+    const r = JSON.parse(stdout);
+    expect(r.count).toBe(2 * 7 + 1); // q, k, v, o, gate, up, down per layer, and the head
+    expect(r.onnxruntime_count).toBe(r.count);
+    expect(r.same_initializers).toBe(true);
+    expect(r.same_nodes).toBe(true);
+    expect(r.max_output_difference).toBe(0);
+  }, 120_000);
+
   it("Fast-dLLM v2 (single file, Qwen2 layers with q/k/v biases, tied head): logits and presents within 1e-3, with and without a past", async () => {
     const { stdout } = await runConvertPython(["convert/tests/parity.py", fx.checkpoints.fastDllm, fx.models.fastDllm]);
     const r = JSON.parse(stdout) as Parity;

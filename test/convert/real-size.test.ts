@@ -1,6 +1,6 @@
 // The converter at a size that shows what the tiny fixtures cannot: 118 M parameters in SDAR's
 // published layout (Qwen's 151,936-row vocabulary, two shards, an index), converted fp32 with
-// its weights in model.onnx.data and int8, then held to the same parity with transformers as
+// its weights in model.onnx.data, int8 and int4 (in model.onnx.data too), then held to the same parity with transformers as
 // the tiny checkpoints. The 1.7B figures are bench/full_size/'s (README there).
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +13,7 @@ if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 interface Parity {
   fp32: Record<string, number>;
   int8: Record<string, number>;
+  int4: Record<string, number>;
   block_causal: boolean;
 }
 
@@ -27,33 +28,42 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert at 118 M parameters (SDAR l
   const ckpt = join(scratch, "ckpt");
   const fp32 = join(scratch, "fp32");
   const int8 = join(scratch, "int8");
+  const int4 = join(scratch, "int4");
   let fp32Log = "";
   let int8Count = 0;
+  let int4Count = 0;
 
   beforeAll(async () => {
     await runConvertPython(["bench/full_size/make_checkpoints.py", "sdar-118m-ci", ckpt]);
     fp32Log = (await runConvertPython(["-m", "tessera_convert", ckpt, fp32, "--weights", "fp32", "--external-data", "always"])).stderr;
     // int8 from the fp32 file by the converter's own quantizer (`--weights int8` runs it after the
     // same PyTorch stage): one PyTorch stage instead of two keeps the test in seconds.
-    await runConvertPython(["-c", `import shutil; shutil.copytree(${JSON.stringify(fp32)}, ${JSON.stringify(int8)})`]);
-    rmSync(join(int8, "model.onnx"));
-    rmSync(join(int8, "model.onnx.data"));
-    const count = await runConvertPython([
-      "-c",
-      `from tessera_convert.export import to_int8; print(to_int8(${JSON.stringify(join(fp32, "model.onnx"))}, ${JSON.stringify(join(int8, "model.onnx"))}, False))`,
-    ]);
-    int8Count = Number(count.stdout.trim());
+    const quantized = async (dir: string, code: string): Promise<number> => {
+      await runConvertPython(["-c", `import shutil; shutil.copytree(${JSON.stringify(fp32)}, ${JSON.stringify(dir)})`]);
+      rmSync(join(dir, "model.onnx"));
+      rmSync(join(dir, "model.onnx.data"));
+      const src = JSON.stringify(join(fp32, "model.onnx"));
+      const dst = JSON.stringify(join(dir, "model.onnx"));
+      return Number((await runConvertPython(["-c", code.replace("SRC", src).replace("DST", dst)])).stdout.trim());
+    };
+    int8Count = await quantized(int8, "from tessera_convert.export import to_int8; print(to_int8(SRC, DST, False))");
+    int4Count = await quantized(
+      int4,
+      "from tessera_convert.quantize_int4 import to_int4_streamed; print(to_int4_streamed(SRC, DST, True))",
+    );
   }, 600_000);
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-  it("fp32 in model.onnx + model.onnx.data and int8: parity with transformers (1e-3; int8 relative RMS < 0.1), block-causal", async () => {
-    const { stdout } = await runConvertPython(["convert/tests/parity.py", ckpt, fp32, "--int8-model-dir", int8]);
+  it("fp32 in model.onnx + model.onnx.data, int8 and int4: parity with transformers (1e-3; relative RMS int8 < 0.1, int4 < 0.35), block-causal", async () => {
+    const { stdout } = await runConvertPython(["convert/tests/parity.py", ckpt, fp32, "--int8-model-dir", int8, "--int4-model-dir", int4]);
     const r = JSON.parse(stdout) as Parity;
     for (const key of ["logits", "logits_past", "present", "present_past"]) expect(r.fp32[key]).toBeLessThan(1e-3);
     expect(r.block_causal).toBe(true);
     expect(r.int8.logits_rel_rms).toBeLessThan(0.1);
     expect(r.int8.logits_rel_rms).toBeGreaterThan(0);
     expect(r.int8.argmax_agreement).toBeGreaterThan(0.9);
+    expect(r.int4.logits_rel_rms).toBeLessThan(0.35);
+    expect(r.int4.logits_rel_rms).toBeGreaterThan(r.int8.logits_rel_rms!);
   }, 300_000);
 
   it("writes the weights once: the graph file is small, int8 much smaller, and the peak memory is about one fp32 copy", () => {
@@ -69,5 +79,9 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert at 118 M parameters (SDAR l
     // the graph alone, then the weights one at a time: the module's copy plus the interpreter (~0.5 GB).
     expect(peakGb(fp32Log)).toBeLessThan((data / 1e9) * 1.25 + 0.9);
     expect(int8Count).toBe(2 * 7 + 1); // q, k, v, o, gate, up, down per layer, and the head
+    expect(int4Count).toBe(int8Count);
+    // The matmuls' ~60 M weights in 4 bits and a float32 scale per 32 (0.625 bytes, int8: 1),
+    // in model.onnx.data; the embedding's 233 MB stay float32 in both (measured: 273 vs 295 MB).
+    expect(statSync(join(int4, "model.onnx.data")).size).toBeLessThan(statSync(join(int8, "model.onnx")).size - 15e6);
   });
 });
