@@ -29,6 +29,8 @@ export interface BenchServer {
   dataDir: string;
   /** Resident memory of the server process, from its /metrics. */
   rss(): Promise<number>;
+  /** Model forward passes so far (every model and phase), from its /metrics. */
+  forwards(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -83,6 +85,10 @@ export async function startBenchServer(
     async rss() {
       const text = await (await fetch(`${url}/metrics`)).text();
       return Number(/^tessera_process_resident_memory_bytes (\S+)$/m.exec(text)?.[1] ?? NaN);
+    },
+    async forwards() {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      return [...text.matchAll(/^tessera_forward_passes_total\{[^}]*\} (\S+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
     },
     stop: () =>
       new Promise<void>((done) => {
