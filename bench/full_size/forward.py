@@ -1,8 +1,8 @@
-"""One 64-token block forward at 0 / 1k / 4k tokens of context: Tessera's ONNX model directories
+"""One block forward (64 tokens, or --tokens) at 0 / 1k / 4k tokens of context: Tessera's ONNX model directories
 (ONNX Runtime, as the engine runs them) beside the checkpoint in PyTorch (transformers, fp32 and bf16).
 
     convert/.venv/bin/python bench/full_size/forward.py --ort DIR [--ort DIR ...] [--torch CKPT] \
-        [--contexts 0,1024,4096] [--threads 2] [--repeat 3]
+        [--contexts 0,1024,4096] [--threads 2] [--repeat 3] [--tokens 64 (Fast-dLLM v2's block: 32)]
 
 Each model is measured in a fresh process, one after another (memory: one model at a time):
 load time, RSS after load, and per context the median ms of a forward that fetches only the
@@ -44,7 +44,7 @@ def median_ms(fn, n):
 
 ORT = COMMON + r"""
 import onnxruntime as ort
-d, contexts, threads, n = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4])
+d, contexts, threads, n, S = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 cfg = json.load(open(os.path.join(d, "config.json")))
 base = rss_mb()
 so = ort.SessionOptions(); so.intra_op_num_threads = threads
@@ -56,7 +56,6 @@ L, H, D, bs = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["head_di
 rng = np.random.default_rng(0)
 out = {"model": d, "weights": cfg.get("source", {}).get("weights", "?"), "load_s": load, "rss_mb": rss - base, "ms": {}, "kv_fetch_ms": {}}
 for P in contexts:
-    S = 64
     q = np.arange(P, P + S); k = np.arange(P + S)
     m = np.where((k[None] // bs) <= (q[:, None] // bs), 0, -1e9).astype(np.float32)[None, None]
     f = {"input_ids": rng.integers(0, 300, (1, S)).astype(np.int64), "position_ids": q[None].astype(np.int64), "attention_mask": m}
@@ -74,9 +73,9 @@ print(json.dumps(out))
 
 TORCH = COMMON + r"""
 import torch
-sys.path.insert(0, os.path.join(sys.argv[5], "convert", "tests"))
+sys.path.insert(0, os.path.join(sys.argv[6], "convert", "tests"))
 from parity import reference_model
-ckpt, contexts, threads, n, _, dtype = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+ckpt, contexts, threads, n, S, dtype = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[7]
 torch.set_num_threads(threads)
 base = rss_mb()
 t0 = time.perf_counter()
@@ -89,7 +88,6 @@ c = model.config
 hd = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
 out = {"model": ckpt, "weights": f"pytorch {dtype}", "load_s": load, "rss_mb": rss - base, "ms": {}, "kv_fetch_ms": {}}
 for P in contexts:
-    S = 64
     kv = torch.randn(1, c.num_key_value_heads, P, hd).to(model.dtype)
     def past():
         cache = DynamicCache()
@@ -127,16 +125,17 @@ def main() -> None:
     ap.add_argument("--contexts", default="0,1024,4096")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tokens", type=int, default=64, help="tokens per forward (the block; Fast-dLLM v2: 32)")
     a = ap.parse_args()
     rows = []
-    common = [a.contexts, str(a.threads), str(a.repeat)]
+    common = [a.contexts, str(a.threads), str(a.repeat), str(a.tokens)]
     for d in a.ort:
         rows.append(run(ORT, [d, *common], a.threads))
     if a.torch:
         for dtype in a.torch_dtypes.split(","):
             rows.append(run(TORCH, [a.torch, *common, ROOT, dtype], a.threads))
     contexts = a.contexts.split(",")
-    print(f"\n{a.threads} threads; median of {a.repeat}; ms per forward of a 64-token block (KV fetch: extra ms when the presents are fetched too)\n")
+    print(f"\n{a.threads} threads; median of {a.repeat}; ms per forward of a {a.tokens}-token block (KV fetch: extra ms when the presents are fetched too)\n")
     print("| weights | load | RSS after load | peak RSS | " + " | ".join(f"ctx {c}" for c in contexts) + " | KV fetch at " + contexts[-1] + " |")
     print("|---|---|---|---|" + "---|" * len(contexts) + "---|")
     fp32 = next((r for r in rows if r["weights"] == "pytorch float32"), None)

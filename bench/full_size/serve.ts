@@ -8,7 +8,7 @@
 // the servers have stopped (one big model in memory at a time), and the replies are set side by
 // side with their forwards and ms per forward.
 //   npx tsx bench/full_size/serve.ts <model-dir> [<model-dir> ...]
-//     [BENCH_THREADS=2] [BENCH_PROMPTS=6] [BENCH_DECISIONS=3] [BENCH_STATE_TOKENS=500] [BENCH_PEER=<checkpoint>]
+//     [BENCH_THREADS=2] [BENCH_PROMPTS=6] [BENCH_DECISIONS=3 (0: none)] [BENCH_STATE_TOKENS=500] [BENCH_PEER=<checkpoint>]
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
@@ -118,7 +118,7 @@ async function measure(dir: string): Promise<Served> {
       last = (await post("/v1/systemone", { model: "decisionmodel-latest", state, questions: QUESTIONS })) as typeof last;
       ms.push(performance.now() - t);
     }
-    return { dir, loadMs, rssMiB, replies, decision: { ms, inputTokens: last?.usage?.input_tokens ?? 0, answers: last!.answers } };
+    return { dir, loadMs, rssMiB, replies, decision: { ms, inputTokens: last?.usage?.input_tokens ?? 0, answers: last?.answers ?? {} } };
   } finally {
     await server.stop();
   }
@@ -141,7 +141,7 @@ async function main(): Promise<void> {
         reply64Ms: long.length > 0 ? Math.round(median(long.map((x) => x.ms))) : null,
         replyTokens: r.replies.map((x) => x.tokens),
         replyForwards: r.replies.map((x) => x.forwards),
-        decisionMsMedian: Math.round(median(r.decision.ms)),
+        decisionMsMedian: r.decision.ms.length > 0 ? Math.round(median(r.decision.ms)) : null,
         decisionInputTokens: r.decision.inputTokens,
         answers: r.decision.answers,
       }),
