@@ -33,12 +33,13 @@ def param_count(a) -> int:
 
 
 def peak_gb(params: int, weights: str) -> float:
-    """Measured at 1.7B (bench/full_size/README.md): the PyTorch stage peaks at 1.43x the fp32
-    weights (the module, the safetensors pages, the exporter's trace); int8 is quantized one
-    weight at a time after it, and so is int4 (measured at 1.7B: bench/full_size/README.md); fp16
-    goes through ONNX's whole-model code, which holds the fp32 model and its copies (about 2.5x)."""
+    """Measured (bench/full_size/README.md): the PyTorch stage peaks at 1.43x the fp32 weights
+    at SDAR-1.7B and 1.58x at Fast-dLLM v2 1.5B (the module, the safetensors pages, the
+    exporter's trace); int8 and int4 are quantized one weight at a time after it (3-4 GB at
+    1.7B); fp16 goes through ONNX's whole-model code, which holds the fp32 model and its copies
+    (about 2.5x)."""
     fp32 = params * 4 / 1e9
-    return fp32 * (2.5 if weights == "fp16" else 1.43)
+    return fp32 * (2.5 if weights == "fp16" else 1.6)
 
 
 def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str, force: bool, experts: str = "auto") -> dict:

@@ -172,7 +172,7 @@ def memory_and_speed(a, weights: str, params: int, onnx_bytes: int) -> List[str]
         f"| resident memory of the loaded model | about {rss / 1e9:.1f} GB (weights mapped from the file, kernels' own packed copies) |",
         f"| KV cache | {kv_per_token / 1024:.0f} KiB per token of context (float32): {kv_per_token * 4096 / 2**30:.2f} GiB at 4,096 |",
         f"| one 64-token block forward, no past | about {fwd / 1000:.1f} s (int8 is the fastest format on CPUs with int8 units) |",
-        "| converting | peak memory about 1.43x the fp32 weights (fp32, int8); 2.5x (fp16, int4) |",
+        "| converting | peak memory about 1.6x the fp32 weights (fp32, int8, int4); 2.5x (fp16) |",
     ]
 
 
