@@ -141,6 +141,7 @@ async function main(): Promise<void> {
         reply64Ms: long.length > 0 ? Math.round(median(long.map((x) => x.ms))) : null,
         replyTokens: r.replies.map((x) => x.tokens),
         replyForwards: r.replies.map((x) => x.forwards),
+        firstReply: r.replies[0]?.text.slice(0, 120),
         decisionMsMedian: r.decision.ms.length > 0 ? Math.round(median(r.decision.ms)) : null,
         decisionInputTokens: r.decision.inputTokens,
         answers: r.decision.answers,

@@ -152,9 +152,10 @@ def decision_json_for(chat_template: str, answer_slot: str = "mask", **specials:
 # Measured on SDAR-1.7B-Chat's layout, 2 ONNX Runtime threads of a shared 2-core Xeon (AVX-512
 # VNNI, AMX), bench/full_size/README.md: resident memory of a loaded session per parameter, and
 # ms per 64-token block forward per billion parameters (no past; the block is compute-bound, so
-# time scales with the matmul parameters).
-SERVING_BYTES_PER_PARAM = {"fp32": 3.83, "fp16": 3.83, "int8": 0.97, "int4": 1.4}
-FORWARD_MS_PER_B = {"fp32": 4950, "fp16": 4950, "int8": 1530, "int4": 4950}
+# time scales with the matmul parameters). int4: 0.83 GiB loaded at 1.7B, 1.8x int8's time in
+# the same run (1.8-3.9x across runs).
+SERVING_BYTES_PER_PARAM = {"fp32": 3.83, "fp16": 3.83, "int8": 0.97, "int4": 0.52}
+FORWARD_MS_PER_B = {"fp32": 4950, "fp16": 4950, "int8": 1530, "int4": 2750}
 
 
 def memory_and_speed(a, weights: str, params: int, onnx_bytes: int) -> List[str]:
