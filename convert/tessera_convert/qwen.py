@@ -64,13 +64,18 @@ class Attention(nn.Module):
         k = k * cos + rotate_half(k) * sin
         k = torch.cat([past[0], k], dim=2)
         v = torch.cat([past[1], v], dim=2)
+        # Grouped-query attention without materialising K/V per query head: the G query heads
+        # that share kv head j (heads j*G .. j*G+G-1) become G*S rows of one matmul against
+        # that head's K and V, which MatMul broadcasts over [B, H_kv]. Expanding K/V to all
+        # heads instead copied 2 x (P+S) x H x D floats per layer each forward (most of a
+        # 4k-context forward at 1.7B: bench/full_size/README.md).
         groups = a.num_attention_heads // a.num_key_value_heads
-        # [B, H_kv, T, D] -> [B, H_kv, groups, T, D] -> [B, H, T, D] (head h uses kv head h // groups)
         t = k.shape[2]
-        kr = k.unsqueeze(2).expand(b, a.num_key_value_heads, groups, t, a.head_dim).reshape(b, -1, t, a.head_dim)
-        vr = v.unsqueeze(2).expand(b, a.num_key_value_heads, groups, t, a.head_dim).reshape(b, -1, t, a.head_dim)
-        scores = torch.matmul(q, kr.transpose(2, 3)) * (a.head_dim**-0.5) + mask
-        out = torch.matmul(torch.softmax(scores, dim=-1), vr)
+        qg = q.reshape(b, a.num_key_value_heads, groups * s, a.head_dim)
+        scores = torch.matmul(qg * (a.head_dim**-0.5), k.transpose(2, 3))
+        scores = scores.view(b, a.num_key_value_heads, groups, s, t) + mask.unsqueeze(2)
+        probs = torch.softmax(scores, dim=-1).view(b, a.num_key_value_heads, groups * s, t)
+        out = torch.matmul(probs, v).view(b, a.num_attention_heads, s, a.head_dim)
         out = out.transpose(1, 2).reshape(b, s, a.num_attention_heads * a.head_dim)
         return self.o_proj(out), (k, v)
 
