@@ -9,6 +9,7 @@ import { stepEvent } from "../reply/denoise-event.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
 import { createRawReplyParser, createReplyParser, type ReplyDelta } from "../reply/reply-parser.js";
 import { scoreSuffixes } from "../score/score.js";
+import { ScoreTimer } from "../score/score-timing.js";
 import type { GenerationRequest, ModelEngine, ReplyChunk, ReplyEvent } from "./engine.js";
 import { PromptTooLong } from "./engine-errors.js";
 import { checkStopSequences, logprobsAsked } from "./reply-options.js";
@@ -41,7 +42,13 @@ export function createMaskEngine(runtime: ModelRuntime, options: MaskEngineOptio
     }),
     countTokens: (request) => countPromptTokens(runtime, request, grammar.limits),
     generate: (request, signal) => generateReply(runtime, grammar, logger, request, signal),
-    score: (input, signal) => scoreSuffixes(runtime, input, signal),
+    score: async (input, signal) => {
+      const timer = new ScoreTimer();
+      const out = await scoreSuffixes(runtime, input, signal, timer);
+      if (input.countOnly !== true)
+        logger?.debug({ model: runtime.name, suffixes: input.suffixes.length, ...timer.timing }, "score timing");
+      return out;
+    },
     close: () => runtime.close(),
   };
 }

@@ -11,6 +11,7 @@ import { loadModelDir } from "../engine/model-dir.js";
 import { loadModelPool, type ModelPool } from "../engine/model-pool.js";
 import { tokenizeScorePrompts } from "./score-tokens.js";
 import { scoreSuffixes } from "./score.js";
+import { ScoreTimer } from "./score-timing.js";
 import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "../../../test/helpers/inference-engine.js";
 import type { TextTokenizer } from "../prompt/tokenizer.js";
 
@@ -305,9 +306,21 @@ describe("scoreSuffixes", () => {
       ),
     );
     try {
-      const [onWorker, inThread] = await Promise.all(pools.map((p) => scoreSuffixes(p.runtime("tiny")!, { prefix, suffixes })));
+      const timer = new ScoreTimer();
+      const [onWorker, inThread] = await Promise.all(
+        pools.map((p, i) => scoreSuffixes(p.runtime("tiny")!, { prefix, suffixes }, undefined, i === 0 ? timer : undefined)),
+      );
       expect(onWorker!.prefixTokens).toBeGreaterThan(64); // a prefill, so a past to repeat
       expect(onWorker).toEqual(inThread);
+      // Where the time went (the debug log's "score timing"): the state's blocks once, then the rows over them.
+      const { prefill, rows, totalMs, tokenizeMs } = timer.timing;
+      const stateBlocks = Math.floor(onWorker!.prefixTokens / 64) * 64;
+      expect(prefill.forwards).toBeGreaterThanOrEqual(1);
+      expect(prefill.tokens).toBeGreaterThanOrEqual(stateBlocks); // padding included
+      expect(rows.forwards).toBeGreaterThanOrEqual(1);
+      expect(rows.past).toBeGreaterThanOrEqual(rows.forwards * stateBlocks); // a question with blocks of its own reads over them too
+      for (const f of [prefill, rows]) expect(f.runMs + f.fillMs).toBeLessThanOrEqual(f.wallMs + 1);
+      expect(totalMs).toBeGreaterThanOrEqual(tokenizeMs + prefill.wallMs + rows.wallMs);
       // A row cut into chunks (a past of its own) too.
       const long = [...suffixes, { text: `\nWhich one? ${"one of many options, ".repeat(40)}`, labels: ["<|opt_0|>", "pay now"] }];
       const [cutOnWorker, cutInThread] = await Promise.all(

@@ -1,3 +1,4 @@
+import { performance } from "node:perf_hooks";
 import { BatchBuilder } from "../decoder/batch.js";
 import type { ForwardFetch, ForwardInputs } from "../decoder/forward.js";
 import { DeviceSequenceKV } from "../decoder/device-kv.js";
@@ -8,6 +9,7 @@ import { LOGITS_AT } from "../onnx/onnx-head.js";
 import { handOver, isWorkerSession } from "../onnx/onnx-worker-session.js";
 import { copiedPast, devicePast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
 import { planReadoutForwards } from "./score-plan.js";
+import { ScoreTimer } from "./score-timing.js";
 import { fewestTokens, refuseIfCannotFit } from "../prompt/text-bound.js";
 import { canceled } from "../engine/slots.js";
 
@@ -122,7 +124,12 @@ const invalid = (message: string) => new InvalidRequest(message);
  * that suffix's values are log-probabilities (single-token labels included: log-softmax at
  * the one-mask slot), so they compare on one scale.
  */
-export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, signal?: AbortSignal): Promise<ScoreOutput> {
+export async function scoreSuffixes(
+  engine: ModelRuntime,
+  input: ScoreInput,
+  signal?: AbortSignal,
+  timer = new ScoreTimer(),
+): Promise<ScoreOutput> {
   const { blockSize, maxPositions, maskTokenId, vocabSize: V, kvShape } = engine.decode;
   const shift = engine.decode.logitsShift ?? 0;
   if (input.suffixes.length === 0) throw invalid("at least one suffix is required");
@@ -147,10 +154,12 @@ export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, sig
     prefixIds,
     prompts,
     labelIds: labelTokens,
-  } = await engine.model.text.scoreTokens(
-    input.prefix,
-    input.suffixes.map((s) => s.text),
-    labelList,
+  } = await timer.time("tokenizeMs", () =>
+    engine.model.text.scoreTokens(
+      input.prefix,
+      input.suffixes.map((s) => s.text),
+      labelList,
+    ),
   );
   let shared = Math.floor(prefixIds.length / blockSize) * blockSize;
   for (const prompt of prompts) shared = Math.min(shared, Math.floor(prompt.common / blockSize) * blockSize);
@@ -199,7 +208,10 @@ export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, sig
   const lane = {};
   const chunk = Math.max(blockSize, Math.floor(Math.min(PREFILL_CHUNK, maxRow) / blockSize) * blockSize);
   const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
-  const run = (inputs: ForwardInputs, fetch: ForwardFetch) => runModel(engine, () => engine.runner.run(inputs, fetch, lane));
+  const run = (inputs: ForwardInputs, fetch: ForwardFetch) =>
+    timer.forward(fetch.present ? "prefill" : "rows", inputs, engine.model.session, () =>
+      runModel(engine, () => engine.runner.run(inputs, fetch, lane)),
+    );
 
   /**
    * Appends `tokens` (whole blocks, from a block's start) to `kv` in forwards of at most `chunk`
@@ -213,7 +225,7 @@ export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, sig
       const inputs = builder.build([{ kv, tokens: part }]);
       const out = await run(inputs, { present: true, output: "none" });
       engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "prefill" });
-      kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, part.length);
+      timer.timeSync("kvCopyMs", () => kv.append(out.present!, 0, inputs.past + inputs.seq, inputs.past, part.length));
       out.release?.();
     }
     return { layers: kv instanceof SequenceKV ? kv.layersOfLength() : [], length: kv.length };
@@ -234,12 +246,14 @@ export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, sig
     const rowFloats = kvShape.heads * past.length * kvShape.headDim;
     const scratch = onWorker || onDevice ? undefined : scratchOf(engine);
     const buffers = scratch?.take(kvShape.layers, Math.max(...batches.map((b) => b.length)) * rowFloats);
-    const rowsPast = onWorker ? sharedPast(past, kvShape) : past;
+    const rowsPast = onWorker ? timer.timeSync("kvCopyMs", () => sharedPast(past, kvShape)) : past;
     const batchedPast = onDevice ? devicePast(kv) : onWorker ? repeatedPast : copiedPast(buffers);
     try {
       for (const batch of batches) {
         if (signal?.aborted) throw canceled();
-        const inputs = readoutInputs(batch, rowsPast, kvShape, blockSize, engine.decode.padTokenId, batchedPast);
+        const inputs = timer.timeSync("kvCopyMs", () =>
+          readoutInputs(batch, rowsPast, kvShape, blockSize, engine.decode.padTokenId, batchedPast),
+        );
         // With a logits shift (contract v2) the slot's prediction is the row before it.
         const slots = narrowHead ? answerSlots(batch, inputs.seq, shift) : undefined;
         if (slots !== undefined) inputs.logitsAt = slots.logitsAt;
@@ -248,20 +262,24 @@ export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, sig
         const out = await run(inputs, { present: false, output: "logits" });
         engine.metrics?.forwardPasses.inc({ model: engine.name, phase: "score" });
         const logits = out.logits!;
-        batch.forEach((row, b) => {
-          for (const read of row.reads) {
-            const offset = (slots === undefined ? b * inputs.seq + read.at - shift : slots.indexOf(b, read.at - shift)) * V;
-            const logit = logits[offset + read.token]!;
-            values[read.suffix]![read.label]! += singleOnly[read.suffix] ? logit : logit - logSumExp(logits, offset, V);
-          }
-        });
+        timer.timeSync("readoutMs", () =>
+          batch.forEach((row, b) => {
+            for (const read of row.reads) {
+              const offset = (slots === undefined ? b * inputs.seq + read.at - shift : slots.indexOf(b, read.at - shift)) * V;
+              const logit = logits[offset + read.token]!;
+              values[read.suffix]![read.label]! += singleOnly[read.suffix] ? logit : logit - logSumExp(logits, offset, V);
+            }
+          }),
+        );
       }
     } finally {
       if (buffers !== undefined) scratch?.release();
     }
   };
 
+  const queued = performance.now();
   return engine.scheduler.withSlot(signal, async () => {
+    timer.timing.queueMs = performance.now() - queued;
     // The state's complete blocks, once for every question. A cache on the device holds device
     // memory until it is disposed, whatever ends the request.
     const stateKV = createKVCache(engine.decode, Math.max(shared, 1));
@@ -277,7 +295,7 @@ export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, sig
         if (plan.head === 0) continue;
         const kv = createKVCache(engine.decode, shared + plan.head);
         try {
-          if (kv instanceof SequenceKV) kv.append(statePast.layers, 0, shared, 0, shared);
+          if (kv instanceof SequenceKV) timer.timeSync("kvCopyMs", () => kv.append(statePast.layers, 0, shared, 0, shared));
           else await kv.appendCache(stateKV as DeviceSequenceKV);
           const past = await prefill(kv, plan.base.slice(0, plan.head));
           const rows = [...plan.rows.values()].map((row) => ({
@@ -294,6 +312,7 @@ export async function scoreSuffixes(engine: ModelRuntime, input: ScoreInput, sig
     }
 
     const results = input.suffixes.map((_, i) => ({ logits: values[i]!, suffixTokens: suffixTokens[i]! }));
+    timer.done();
     return { results, prefixTokens: prefixIds.length, inputTokens };
   });
 }
