@@ -2,9 +2,12 @@
 (ONNX Runtime, as the engine runs them) beside the checkpoint in PyTorch (transformers, fp32 and bf16).
 
     convert/.venv/bin/python bench/full_size/forward.py --ort DIR [--ort DIR ...] [--torch CKPT] \
-        [--contexts 0,1024,4096] [--threads 2] [--repeat 3] [--tokens 64 (Fast-dLLM v2's block: 32)]
+        [--contexts 0,1024,4096] [--threads 2] [--repeat 3] [--rounds 1] [--tokens 64 (Fast-dLLM v2's block: 32)]
 
-Each model is measured in a fresh process, one after another (memory: one model at a time):
+Each model is measured in a fresh process, one after another (memory: one model at a time),
+Tessera's and PyTorch's alternating (--ort A --ort B --torch C runs A, C fp32, B, C bf16), the
+whole sequence --rounds times; each cell is the median over the rounds (so that a shared
+machine's load drifting during the run affects every model alike):
 load time, RSS after load, and per context the median ms of a forward that fetches only the
 logits (a denoising step) and of one that also fetches every present (a committing step: the
 difference is the cost of fetching the KV). PyTorch runs transformers' Qwen3ForCausalLM /
@@ -117,6 +120,22 @@ def run(code: str, args: list, threads: int) -> dict:
     return json.loads(line)
 
 
+def merge(key: str, rs: list) -> dict:
+    """One model's runs over the rounds: the median of each figure (the largest peak)."""
+    import statistics
+
+    def med(get):
+        return statistics.median([get(r) for r in rs])
+
+    out = {"weights": key, "load_s": med(lambda r: r["load_s"]), "rss_mb": med(lambda r: r["rss_mb"]),
+           "peak_mb": max(r["peak_mb"] for r in rs), "ms": {}, "kv_fetch_ms": {}}
+    for c in rs[0]["ms"]:
+        out["ms"][c] = med(lambda r: r["ms"][c])
+        if c in rs[0]["kv_fetch_ms"]:
+            out["kv_fetch_ms"][c] = med(lambda r: r["kv_fetch_ms"][c])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ort", action="append", default=[], help="a Tessera model directory")
@@ -126,19 +145,27 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=64, help="tokens per forward (the block; Fast-dLLM v2: 32)")
+    ap.add_argument("--rounds", type=int, default=1, help="times the whole sequence of models runs; cells are medians over rounds")
     a = ap.parse_args()
-    rows = []
     common = [a.contexts, str(a.threads), str(a.repeat), str(a.tokens)]
-    for d in a.ort:
-        rows.append(run(ORT, [d, *common], a.threads))
-    if a.torch:
-        for dtype in a.torch_dtypes.split(","):
-            rows.append(run(TORCH, [a.torch, *common, ROOT, dtype], a.threads))
+    ort_jobs = [(ORT, [d, *common]) for d in a.ort]
+    torch_jobs = [(TORCH, [a.torch, *common, ROOT, dtype]) for dtype in a.torch_dtypes.split(",")] if a.torch else []
+    jobs = []
+    for i in range(max(len(ort_jobs), len(torch_jobs))):
+        jobs += ort_jobs[i:i + 1] + torch_jobs[i:i + 1]
+    runs: dict = {}
+    for _ in range(a.rounds):
+        for code, args in jobs:
+            r = run(code, args, a.threads)
+            key = f"{r['weights']} ({os.path.basename(os.path.normpath(r['model']))})"
+            runs.setdefault(key, []).append(r)
+    rows = [merge(key, rs) for key, rs in runs.items()]
     contexts = a.contexts.split(",")
-    print(f"\n{a.threads} threads; median of {a.repeat}; ms per forward of a {a.tokens}-token block (KV fetch: extra ms when the presents are fetched too)\n")
+    print(f"\n{a.threads} threads; median of {a.repeat} per run, median over {a.rounds} round(s); "
+          f"ms per forward of a {a.tokens}-token block (KV fetch: extra ms when the presents are fetched too)\n")
     print("| weights | load | RSS after load | peak RSS | " + " | ".join(f"ctx {c}" for c in contexts) + " | KV fetch at " + contexts[-1] + " |")
     print("|---|---|---|---|" + "---|" * len(contexts) + "---|")
-    fp32 = next((r for r in rows if r["weights"] == "pytorch float32"), None)
+    fp32 = next((r for r in rows if r["weights"].startswith("pytorch float32")), None)
     for r in rows:
         cells = []
         for c in contexts:
