@@ -74,14 +74,18 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-/** SENTENCE repeated until the model's tokenizer (as the engine loads it) counts at least `tokens`. */
+/**
+ * SENTENCE's words, repeated, until the model's tokenizer (as the engine loads it) counts at
+ * least `tokens`: a test tokenizer of a few hundred tokens spells a sentence in ~120 of them.
+ */
 function stateOf(dir: string, tokens: number): { state: string; tokens: number } {
   const read = (name: string) => JSON.parse(readFileSync(path.join(dir, name), "utf8")) as object;
   const tokenizer = createTextTokenizer(read("tokenizer.json"), read("tokenizer_config.json"));
+  const words = SENTENCE.trim().split(" ");
   let state = "";
   let count = 0;
-  while (count < tokens) {
-    state += SENTENCE;
+  for (let i = 0; count < tokens; i++) {
+    state += `${state === "" ? "" : " "}${words[i % words.length]}`;
     count = tokenizer.encode(state).length;
   }
   return { state, tokens: count };
