@@ -21,6 +21,12 @@ export interface DecodingDefaults {
 export interface ChatSpecialTokens {
   toolCall: [string, string];
   thinking: [string, string];
+  /**
+   * How a call is written between the tool-call tags (`special_tokens.tool_call_format`):
+   * "json" (`{"name": …, "arguments": …}`, the default and the only one the grammar writes) or
+   * "gemma4" (`call:NAME{key:<|"|>v<|"|>}`, reply/reply-gemma4.ts; canvas models only).
+   */
+  toolCallFormat?: "json" | "gemma4";
 }
 
 export interface ModelConfig {
@@ -149,6 +155,15 @@ function decodingDefaults(raw: unknown, source: string): DecodingDefaults {
 }
 
 function specialTokens(raw: unknown, source: string): ChatSpecialTokens {
+  const tokens = parseSpecialTokens(raw, source);
+  if (tokens.toolCallFormat === "gemma4") {
+    throw new Error(`${source}: "special_tokens.tool_call_format" "gemma4" is for canvas models: a mask model's grammar writes JSON calls`);
+  }
+  return tokens;
+}
+
+/** `special_tokens` of any contract version (a canvas model's too, decoder/canvas/canvas-model.ts). */
+export function parseSpecialTokens(raw: unknown, source: string): ChatSpecialTokens {
   if (raw === undefined) return DEFAULT_SPECIAL_TOKENS;
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new Error(`${source}: "special_tokens" must be an object`);
   const s = raw as Record<string, unknown>;
@@ -167,5 +182,13 @@ function specialTokens(raw: unknown, source: string): ChatSpecialTokens {
     }
     return [v[0] as string, v[1] as string];
   };
-  return { toolCall: pair("tool_call", DEFAULT_SPECIAL_TOKENS.toolCall), thinking: pair("thinking", DEFAULT_SPECIAL_TOKENS.thinking) };
+  const format = s.tool_call_format ?? "json";
+  if (format !== "json" && format !== "gemma4") {
+    throw new Error(`${source}: "special_tokens.tool_call_format" must be "json" or "gemma4", got ${JSON.stringify(format)}`);
+  }
+  return {
+    toolCall: pair("tool_call", DEFAULT_SPECIAL_TOKENS.toolCall),
+    thinking: pair("thinking", DEFAULT_SPECIAL_TOKENS.thinking),
+    ...(format !== "json" ? { toolCallFormat: format } : {}),
+  };
 }

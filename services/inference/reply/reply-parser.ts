@@ -15,7 +15,9 @@ import { ToolCallExtractor } from "./reply-tool-calls.js";
  *
  * The reply grammar is the one of docs/model-contract.md:
  * - thinking: the prompt ended in `<think>\n`, so text up to `</think>` is reasoning;
- * - tool calls: `<tool_call>{"name": "...", "arguments": {...}}</tool_call>`;
+ * - tool calls: `<tool_call>{"name": "...", "arguments": {...}}</tool_call>`, or in the model's
+ *   own call syntax where its config names one (`tool_call_format`, reply-tool-calls.ts: Gemma 4's
+ *   `<|tool_call>call:NAME{key:<|"|>v<|"|>}<tool_call|>`, reply-gemma4.ts);
  * - forced tool: the prompt ended in `<tool_call>{"name": "<fn>", "arguments": `, so the reply
  *   continues inside the arguments and is always a call of that function.
  * The decoder must keep these tags when it decodes (they are special tokens) and trim the
@@ -91,6 +93,7 @@ export function createReplyParser(options: ReplyParserOptions): ReplyParser {
   const calls = new ToolCallExtractor({
     enabled: options.toolCalls ?? true,
     tags: tags.toolCall,
+    format: tags.toolCallFormat ?? "json",
     forcedTool: options.forcedTool,
     newId: options.newToolCallId ?? newToolCallId,
     onText: writeContent,

@@ -1,8 +1,17 @@
+import { cutGemma4Call, type ParsedCall, parseGemma4Call } from "./reply-gemma4.js";
 import { JsonBalance } from "./reply-json.js";
 import type { ToolCallPiece } from "./reply-parser.js";
 import { findFirstTag, partialTagStart, type TagPair } from "./reply-tags.js";
 
 // Stage 2: `<tool_call>…</tool_call>` spans -> tool calls; the rest -> text.
+
+/** How a call's body is written between its tags (the model config's `tool_call_format`), as vLLM picks a tool parser per family. */
+export type ToolCallFormat = "json" | "gemma4";
+
+const CALL_BODIES: Record<ToolCallFormat, { parse(body: string): ParsedCall | null; cut(body: string): ParsedCall | null }> = {
+  json: { parse: (body) => parseToolCall(body), cut: (body) => cutCall(body) },
+  gemma4: { parse: parseGemma4Call, cut: cutGemma4Call },
+};
 
 type CallState = { kind: "text" } | { kind: "call"; body: string } | ForcedArgsState | { kind: "forcedTail"; sawBrace: boolean };
 
@@ -25,6 +34,8 @@ export class ToolCallExtractor {
       enabled: boolean;
       /** The call's delimiters. */
       tags: TagPair;
+      /** The body's syntax; default "json". */
+      format?: ToolCallFormat;
       forcedTool: string | undefined;
       newId: () => string;
       onText(text: string): void;
@@ -130,8 +141,12 @@ export class ToolCallExtractor {
     return true;
   }
 
+  private get syntax() {
+    return CALL_BODIES[this.deps.format ?? "json"];
+  }
+
   private closeCall(body: string, closed: boolean): void {
-    const call = parseToolCall(body);
+    const call = this.syntax.parse(body);
     if (call === null) {
       this.deps.onText(this.deps.tags[0] + body + (closed ? this.deps.tags[1] : ""));
       return;
@@ -151,8 +166,8 @@ export class ToolCallExtractor {
    * cut before its name is dropped. The call's markup never goes out as text.
    */
   private closeCutCall(body: string): void {
-    const whole = parseToolCall(body);
-    const named = whole ?? cutCall(body);
+    const whole = this.syntax.parse(body);
+    const named = whole ?? this.syntax.cut(body);
     if (named === null) return;
     this.sawCall = true;
     this.deps.onCall({ index: this.nextIndex++, id: this.deps.newId(), name: named.name, arguments: named.arguments });
