@@ -6,8 +6,9 @@ own classes (``DiffusionGemmaForBlockDiffusion.save_pretrained``), for the conve
 Gemma 4 text layers as the 26B-A4B has them, scaled down: sliding (window 8) and full layers
 (the full ones with a larger head and one shared k=v head), 4 experts top 2 beside the dense
 MLP, self-conditioning, a 16-position canvas, a small Gemma 4 vision tower. A real byte-level
-BPE tokenizer with Gemma's special tokens first (<pad> 0, <eos> 1, <bos> 2), a Gemma-style chat
-template, and generation_config.json with the sampler's settings. The embedding (tied to the
+BPE tokenizer with Gemma 4's special tokens first (<pad> 0, <eos> 1, <bos> 2, then its turn, image,
+tool and thinking markup), a chat template in Gemma 4's chat format (convert/templates/tiny-gemma4.jinja:
+tools, calls, tool responses, the thinking switch), and generation_config.json with the sampler's settings. The embedding (tied to the
 head) is scaled up so that the untrained model has confident positions as well as unsure ones.
 """
 
@@ -19,18 +20,15 @@ import sys
 
 import torch
 
-SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
-            "<end_of_image>", "<image_soft_token>"]
+SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|tool>",
+            "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", '<|"|>', "<|think|>",
+            "<|channel>", "<channel|>"]
 CORPUS = [
     "You are a helpful assistant. Answer the question, think step by step, then reply.",
     "The weather in Paris is sunny today. Hello! How can I help you today? Yes, no, maybe.",
     "0123456789 the quick brown fox jumps over the lazy dog; THE QUICK BROWN FOX. user model",
 ]
-TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
-    "{{ m['content'] if m['content'] is string else m['content'] | map(attribute='text') | join('') }}<end_of_turn>\n"
-    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
-)
+TEMPLATE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", "tiny-gemma4.jinja")
 
 
 def build_tokenizer():
@@ -63,20 +61,22 @@ def make(out: str) -> str:
                 bos_token_id=ids["<bos>"])
     vision = dict(model_type="gemma4_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                   num_key_value_heads=2, head_dim=16, patch_size=4, pooling_kernel_size=2, position_embedding_size=64)
-    cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=16, boi_token_id=ids["<start_of_image>"],
-                               eoi_token_id=ids["<end_of_image>"], image_token_id=ids["<image_soft_token>"])
+    cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=16, boi_token_id=ids["<|image>"],
+                               eoi_token_id=ids["<image|>"], image_token_id=ids["<|image|>"])
     torch.manual_seed(28)
     model = DiffusionGemmaForBlockDiffusion(cfg).eval()
     with torch.no_grad():
         model.model.decoder.embed_tokens.weight.mul_(40.0)
     model.generation_config = DiffusionGemmaGenerationConfig(
         max_denoising_steps=8, sampler_config=EntropyBoundSamplerConfig(entropy_bound=0.5), t_min=0.4, t_max=0.8,
-        stability_threshold=1, confidence_threshold=0.005, eos_token_id=[ids["<eos>"], ids["<end_of_turn>"]],
+        stability_threshold=1, confidence_threshold=0.005, eos_token_id=[ids["<eos>"], ids["<turn|>"]],
         pad_token_id=ids["<pad>"], bos_token_id=ids["<bos>"])
     model.save_pretrained(path)
     tok.save(os.path.join(path, "tokenizer.json"))
+    with open(TEMPLATE_FILE, encoding="utf-8") as f:
+        template = f.read()
     tc = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
-          "model_max_length": 2048, "tokenizer_class": "GemmaTokenizer", "chat_template": TEMPLATE,
+          "model_max_length": 2048, "tokenizer_class": "GemmaTokenizer", "chat_template": template,
           "added_tokens_decoder": {str(i): {"content": t, "special": True} for t, i in ids.items()}}
     with open(os.path.join(path, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(tc, f, indent=2)

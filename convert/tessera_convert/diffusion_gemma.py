@@ -24,6 +24,13 @@ MODEL_TYPE = "diffusion_gemma"
 SAMPLER_DEFAULTS = {"max_denoising_steps": 48, "entropy_bound": 0.1, "t_min": 0.4, "t_max": 0.8,
                     "stability_threshold": 1, "confidence_threshold": 0.005}
 END_OF_TURN_NAMES = ("<end_of_turn>", "<turn|>")
+# Gemma 4's reply markup (its chat template and transformers' response template for gemma4): a call
+# is <|tool_call>call:NAME{key:<|"|>v<|"|>}<tool_call|>, thinking <|channel>thought\n…<channel|>,
+# and after a call the model opens <|tool_response> for the caller to fill, so that token ends a reply.
+GEMMA4_TOOL_CALL = ("<|tool_call>", "<tool_call|>")
+GEMMA4_THINKING = ("<|channel>thought", "<channel|>")
+GEMMA4_TOOL_RESPONSE = "<|tool_response>"
+GEMMA4_THINK = "<|think|>"
 # --experts auto: sparse from this many experts per routed expert (E / k) up; below it dense, which
 # runs as two large matmuls without a node per expert (convert/bench_experts.py, docs/model-contract.md "Experts").
 SPARSE_FROM_RATIO = 4
@@ -61,6 +68,25 @@ def chat_template(ckpt: str, tokenizer_config: dict) -> str:
     if not isinstance(template, str) or not template:
         raise ConvertError(f"{ckpt}: no \"chat_template\" in tokenizer_config.json nor a chat_template.jinja")
     return template
+
+
+def chat_format(template: str, tokens: dict) -> dict:
+    """What the checkpoint's chat template can render and how its replies are parsed: Gemma 4's
+    tool-call and thinking markup where the template writes them and the vocabulary has the tokens
+    (``special_tokens`` with ``tool_call_format: "gemma4"``, capabilities ``tools`` / ``thinking``);
+    nothing otherwise (tools and thinking refused with a 400)."""
+    out = {"tools": False, "thinking": False, "special_tokens": None}
+    tags = [*GEMMA4_TOOL_CALL, GEMMA4_TOOL_RESPONSE, '<|"|>']
+    if all(t in template for t in tags) and all(t in tokens for t in tags):
+        out["tools"] = True
+        special = {"tool_call": list(GEMMA4_TOOL_CALL), "tool_call_format": "gemma4"}
+        channel = [t.split("thought")[0] for t in GEMMA4_THINKING]
+        # The switch: enable_thinking puts <|think|> in the system turn; the model answers in the thought channel.
+        if "enable_thinking" in template and GEMMA4_THINK in template and all(t in tokens for t in [GEMMA4_THINK, *channel]):
+            out["thinking"] = True
+        special["thinking"] = list(GEMMA4_THINKING)
+        out["special_tokens"] = special
+    return out
 
 
 def canvas_decision_json(template: str, tokenizer_config: dict):
@@ -137,7 +163,9 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
     text = model.config.text_config
     shapes = layer_shapes(text, model.model.encoder.language_model.layers)
     stops: List[int] = []
-    for tid in [tokens.get(n) for n in END_OF_TURN_NAMES] + _ids(gen.get("eos_token_id")) + _ids(text.eos_token_id):
+    fmt = chat_format(template, tokens)
+    ends_reply = [tokens.get(GEMMA4_TOOL_RESPONSE)] if fmt["tools"] else []
+    for tid in [tokens.get(n) for n in END_OF_TURN_NAMES] + _ids(gen.get("eos_token_id")) + _ids(text.eos_token_id) + ends_reply:
         if isinstance(tid, int) and tid not in stops:
             if tid >= text.vocab_size:
                 raise ConvertError(f"{ckpt}: stop token id {tid} is outside vocab_size {text.vocab_size}")
@@ -181,6 +209,9 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
         if weights == "fp32" and max(result.values()) > 1e-3:
             raise ConvertError(f"ONNX Runtime differs from transformers by {max(result.values()):.2e} (fp32 must agree within 1e-3)")
         config = config_json(model.config, shapes, tokens, stops, sampler, weights, ckpt, form)
+        config["capabilities"].update(tools=fmt["tools"], thinking=fmt["thinking"])
+        if fmt["special_tokens"] is not None:
+            config["special_tokens"] = fmt["special_tokens"]
         if has_vision:
             config["vision_file"] = "vision.onnx"
             config["vision"] = vision_config_json(model)

@@ -62,7 +62,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
       confidence_threshold: gen.confidence_threshold,
     });
     const tokenizer = JSON.parse(readFileSync(join(fx.model, "tokenizer.json"), "utf8"));
-    const endOfTurn = tokenizer.added_tokens.find((t: { content: string }) => t.content === "<end_of_turn>").id;
+    const endOfTurn = tokenizer.added_tokens.find((t: { content: string }) => t.content === "<turn|>").id;
     expect(config.stop_token_ids).toEqual([endOfTurn, 1]);
     expect(config.eos_token_id).toBe(endOfTurn);
     const tc = JSON.parse(readFileSync(join(fx.model, "tokenizer_config.json"), "utf8"));

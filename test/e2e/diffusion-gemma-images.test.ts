@@ -112,7 +112,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) with images t
     expect(await refused(withImages("https://example.com/cat.png"))).toMatch(/data: URL/);
     // Text that spells the image token would give the prompt an image run without an image.
     const spoof = withImages(small);
-    spoof.messages[0]!.content.unshift({ type: "text", text: "look: <image_soft_token>" } as never);
+    spoof.messages[0]!.content.unshift({ type: "text", text: "look: <|image|>" } as never);
     expect(await refused(spoof)).toMatch(/2 image tokens for 1 images: the text must not contain the image token/);
   }, 120_000);
 });

@@ -12,7 +12,7 @@ export function canvasModelEngine(canvas: CanvasEngine): ModelEngine {
       return {
         maxPositions: config.maxPositions,
         blockSize: config.canvasLength,
-        capabilities: { images: canvas.images !== undefined, tools: false, thinking: false },
+        capabilities: { images: canvas.images !== undefined, tools: config.tools, thinking: config.thinking },
         ...(decision !== undefined ? { decision } : {}),
         slots: { total: canvas.slots.total, free: canvas.slots.free },
       };

@@ -1,20 +1,26 @@
 /**
  * Generate and CountTokens for a canvas model (contract v3, DiffusionGemma): the chat prompt
- * as for every model (chat-prompt.ts; no tools or thinking; images where the model has
- * vision.onnx, canvas-images.ts) or a raw prompt tokenized as it is (raw-prompt.ts), admitted
+ * as for every model (chat-prompt.ts), rendered by the checkpoint's own template with Hugging
+ * Face's variables (checkpoint-template.ts: tools, tool messages and the thinking switch where
+ * config.json's capabilities say the template has them; images where the model has
+ * vision.onnx, canvas-images.ts), or a raw prompt tokenized as it is (raw-prompt.ts), admitted
  * through the model's generation slots and wait queue (slots.ts, as for a mask model), decoded
  * by the canvas decoder, its canvases streamed as deltas (canvas-reply.ts: stop sequences,
- * logprobs) and, when asked, each denoising step as a step event. What a canvas cannot do yet
- * is refused with InvalidArgument (an OpenAI 400) saying why: JSON modes and forced tool calls
- * (the grammar's frontier rule needs masked positions).
+ * logprobs) through the reply parser (the model's `special_tokens`: thinking into reasoning,
+ * calls into tool_calls) and, when asked, each denoising step as a step event. What a canvas
+ * cannot do yet is refused with InvalidArgument (an OpenAI 400) saying why: JSON modes and
+ * forced tool calls (the grammar's frontier rule needs masked positions,
+ * docs/constrained-decoding.md "On a canvas").
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { GenerateStepSchema, ResponseFormatType } from "../../../gen/tessera/inference/v1/inference_pb.js";
+import { GenerateStepSchema, ResponseFormatType, ToolChoiceMode } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import { StopMatcher } from "../decoder/reply-text.js";
 import { checkRawPromptRequest, tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
+import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyDelta, type ReplyParser } from "../reply/reply-parser.js";
+import { checkpointTemplateVariables } from "../prompt/checkpoint-template.js";
 import { CanvasReply, type CanvasReplyDelta } from "./canvas-reply.js";
 import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImagePrompt } from "./canvas-images.js";
 import { buildChatPrompt } from "../prompt/chat-prompt.js";
@@ -120,37 +126,47 @@ function refuseUnsupported(req: GenerationRequest): void {
       `model "${req.model}" denoises a canvas of random tokens, which the grammar's frontier rule (it needs masked positions) cannot constrain: response_format json_object / json_schema is not supported on it`,
     );
   }
-  if (options?.toolChoice?.choice.case === "functionName") {
+  const choice = options?.toolChoice?.choice;
+  if (choice?.case === "functionName" || (choice?.case === "mode" && choice.value === ToolChoiceMode.REQUIRED && req.tools.length > 0)) {
     throw invalid(
-      `model "${req.model}" denoises a canvas, which cannot be constrained to a forced tool call: tool_choice naming a function is not supported on it`,
+      `model "${req.model}" denoises a canvas of random tokens, which the grammar's frontier rule (it needs masked positions) cannot constrain to a tool call: tool_choice "required" or naming a function is not supported on it (use "auto")`,
     );
   }
   checkStopSequences(options?.stop ?? []);
   if (req.rawPrompt !== undefined) checkRawPromptRequest(req, req.rawPrompt);
 }
 
-/** The prompt's token ids, each image's run expanded (image tokens counted as prompt tokens). */
+/** The prompt's token ids, each image's run expanded (image tokens counted as prompt tokens), and how its reply is parsed. */
 async function promptIds(
   engine: CanvasEngine,
   req: Pick<GenerationRequest, "model" | "messages" | "tools" | "options">,
-): Promise<ImagePrompt> {
-  const capabilities = { images: engine.images !== undefined, tools: false, thinking: false };
+): Promise<ImagePrompt & { parser: ReplyParser }> {
   const collector = engine.images?.collector();
-  const built = buildChatPrompt(
-    req.model,
-    capabilities,
-    { messages: req.messages, tools: req.tools, options: req.options },
-    collector?.imageText,
-  );
+  const { text, parser } = renderCanvasChat(engine.model, engine.images !== undefined, req, collector?.imageText);
+  const ids = engine.model.tokenizer.encode(text);
+  if (engine.images === undefined || collector === undefined) return { ids, urls: [], blocks: [], parser };
+  return { ...(await engine.images.expand(ids, collector.urls)), parser };
+}
+
+/** A chat request's prompt text, rendered by the checkpoint's own template, and the parser of its reply. */
+export function renderCanvasChat(
+  model: Pick<CanvasModel, "config" | "renderChat">,
+  images: boolean,
+  req: Pick<GenerationRequest, "model" | "messages" | "tools" | "options">,
+  imageText?: (dataUrl: string) => string,
+): { text: string; parser: ReplyParser } {
+  const { config } = model;
+  const capabilities = { images, tools: config.tools, thinking: config.thinking };
+  const built = buildChatPrompt(req.model, capabilities, { messages: req.messages, tools: req.tools, options: req.options }, imageText);
   let text: string;
   try {
-    text = engine.model.renderChat(built.variables as unknown as Record<string, unknown>);
+    text = model.renderChat(checkpointTemplateVariables(built.variables));
   } catch (err) {
     throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
   }
-  const ids = engine.model.tokenizer.encode(text);
-  if (engine.images === undefined || collector === undefined) return { ids, urls: [], blocks: [] };
-  return await engine.images.expand(ids, collector.urls);
+  // Gemma 4's prompt never opens the thinking span (the model writes `<|channel>thought` itself),
+  // so the parser starts outside it and enters it at the open tag.
+  return { text, parser: createReplyParser({ ...built.parser, thinking: false, tags: config.specialTokens }) };
 }
 
 export async function canvasCountTokens(engine: CanvasEngine, req: CountRequest): Promise<{ tokens: number }> {
@@ -165,9 +181,9 @@ export async function canvasCountTokens(engine: CanvasEngine, req: CountRequest)
 export async function* canvasGenerate(engine: CanvasEngine, req: GenerationRequest, signal: AbortSignal): AsyncGenerator<ReplyEvent> {
   refuseUnsupported(req);
   // A raw prompt (legacy completions) is tokenized as it is: no template, nothing added.
-  const prompt: ImagePrompt =
+  const prompt: ImagePrompt & { parser: ReplyParser } =
     req.rawPrompt !== undefined
-      ? { ids: engine.model.tokenizer.encode(req.rawPrompt), urls: [], blocks: [] }
+      ? { ids: engine.model.tokenizer.encode(req.rawPrompt), urls: [], blocks: [], parser: createRawReplyParser() }
       : await promptIds(engine, req);
   const { ids } = prompt;
   const { config } = engine.model;
@@ -195,7 +211,7 @@ export async function* canvasGenerate(engine: CanvasEngine, req: GenerationReque
   try {
     // Images are model work, so they are decoded and embedded only once a slot is held.
     const images = prompt.urls.length > 0 ? await engine.images!.embed(prompt) : undefined;
-    yield* decodeAndStream(engine, req, { ids, images }, maxTokens, stop.signal, (result) => {
+    yield* decodeAndStream(engine, req, { ids, images, parser: prompt.parser }, maxTokens, stop.signal, (result) => {
       decoding = true;
       result.then(release, release);
     });
@@ -209,7 +225,7 @@ export async function* canvasGenerate(engine: CanvasEngine, req: GenerationReque
 async function* decodeAndStream(
   engine: CanvasEngine,
   req: GenerationRequest,
-  { ids, images }: { ids: number[]; images: PromptImages | undefined },
+  { ids, images, parser }: { ids: number[]; images: PromptImages | undefined; parser: ReplyParser },
   maxTokens: number,
   signal: AbortSignal,
   onStarted: (result: Promise<unknown>) => void,
@@ -242,7 +258,8 @@ async function* decodeAndStream(
     onCanvas: (canvas) => {
       engine.metrics?.forwardsPerBlock.observe(labels, canvasSteps);
       canvasSteps = 0;
-      const chunk = canvasChunk(reply.push(canvas), canvas.canvasIndex, tokenizer);
+      const d = reply.push(canvas);
+      const chunk = canvasChunk(parser.push(d.content), d, canvas.canvasIndex, tokenizer);
       if (chunk !== undefined) pending.push({ type: "chunk", chunk });
       wake?.();
       return reply.endedByStop;
@@ -267,19 +284,27 @@ async function* decodeAndStream(
   }
   const r = await result;
   const last = reply.finish();
-  const tail = canvasChunk(last, r.canvases - 1, tokenizer);
+  const tailText = parser.push(last.content);
+  const end = parser.finish();
+  const tail = canvasChunk(mergeDeltas(tailText, end), last, r.canvases - 1, tokenizer);
   if (tail !== undefined) yield { type: "chunk", chunk: tail };
+  const reason = r.finishReason === "stop" && end.sawToolCall ? "tool_calls" : r.finishReason;
   const completionTokens = last.completionTokens;
   engine.metrics?.generatedTokens.inc({ model: engine.name }, completionTokens);
   engine.metrics?.requestDuration.observe({ model: engine.name }, (performance.now() - started) / 1000);
-  yield { type: "finished", reason: r.finishReason, promptTokens: ids.length, completionTokens, forwardPasses: r.steps };
+  yield { type: "finished", reason, promptTokens: ids.length, completionTokens, forwardPasses: r.steps };
 }
 
-/** A canvas's piece of the reply (content and logprobs; no thinking or tool calls), or undefined when it adds nothing. */
-function canvasChunk(d: CanvasReplyDelta, canvasIndex: number, tokenizer: CanvasEngine["model"]["tokenizer"]): ReplyChunk | undefined {
-  if (d.content === "" && d.logprobs.length === 0) return undefined;
+/** A canvas's piece of the reply (the parser's content, reasoning and tool calls of its text; its logprobs), or undefined when it adds nothing. */
+function canvasChunk(
+  parsed: ReplyDelta,
+  d: CanvasReplyDelta,
+  canvasIndex: number,
+  tokenizer: CanvasEngine["model"]["tokenizer"],
+): ReplyChunk | undefined {
+  if (parsed.content === "" && parsed.reasoning === "" && parsed.toolCalls.length === 0 && d.logprobs.length === 0) return undefined;
   const logprobs = tokenLogprobs(tokenizer, d.logprobs);
-  return { content: d.content, reasoning: "", toolCalls: [], blockIndex: canvasIndex, completionTokens: d.completionTokens, logprobs };
+  return { ...parsed, blockIndex: canvasIndex, completionTokens: d.completionTokens, logprobs };
 }
 
 /** A canvas step as the Generate stream's `step` event: every position's draft token and whether it was accepted. */

@@ -7,7 +7,7 @@ import { countPromptTokens, generationPrompt, rawPromptIds } from "../prompt/gen
 import { tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { stepEvent } from "../reply/denoise-event.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
-import { createRawReplyParser, createReplyParser, type ReplyDelta } from "../reply/reply-parser.js";
+import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyDelta } from "../reply/reply-parser.js";
 import { scoreSuffixes } from "../score/score.js";
 import { ScoreTimer } from "../score/score-timing.js";
 import type { GenerationRequest, ModelEngine, ReplyChunk, ReplyEvent } from "./engine.js";
@@ -134,7 +134,7 @@ async function* generateReply(
       const { finished, forwardPasses } = event;
       const tail = parser.push(finished.last.text);
       const end = parser.finish();
-      const chunk = chunkOf(merge(tail, end), finished.last);
+      const chunk = chunkOf(mergeDeltas(tail, end), finished.last);
       if (chunk !== undefined) yield { type: "chunk", chunk };
       const reason = finished.reason === "stop" && end.sawToolCall ? "tool_calls" : finished.reason;
       if (finished.grammar !== undefined) countConstrained(runtime, reason, finished.grammar);
@@ -163,22 +163,6 @@ async function* generateReply(
   } finally {
     await iterator.return?.();
   }
-}
-
-/** Two parser outputs as one; pieces of the same tool call are joined. */
-function merge(a: ReplyDelta, b: ReplyDelta): ReplyDelta {
-  const toolCalls = a.toolCalls.map((c) => ({ ...c }));
-  for (const piece of b.toolCalls) {
-    const same = toolCalls.find((c) => c.index === piece.index);
-    if (same === undefined) {
-      toolCalls.push({ ...piece });
-    } else {
-      same.arguments += piece.arguments;
-      if (same.id === undefined && piece.id !== undefined) same.id = piece.id;
-      if (same.name === undefined && piece.name !== undefined) same.name = piece.name;
-    }
-  }
-  return { content: a.content + b.content, reasoning: a.reasoning + b.reasoning, toolCalls };
 }
 
 /** A block's piece of the reply, or undefined when it adds nothing. */

@@ -153,6 +153,22 @@ export function createRawReplyParser(): ReplyParser {
   };
 }
 
+/** Two parser outputs as one; pieces of the same tool call are joined. */
+export function mergeDeltas(a: ReplyDelta, b: ReplyDelta): ReplyDelta {
+  const toolCalls = a.toolCalls.map((c) => ({ ...c }));
+  for (const piece of b.toolCalls) {
+    const same = toolCalls.find((c) => c.index === piece.index);
+    if (same === undefined) {
+      toolCalls.push({ ...piece });
+    } else {
+      same.arguments += piece.arguments;
+      if (same.id === undefined && piece.id !== undefined) same.id = piece.id;
+      if (same.name === undefined && piece.name !== undefined) same.name = piece.name;
+    }
+  }
+  return { content: a.content + b.content, reasoning: a.reasoning + b.reasoning, toolCalls };
+}
+
 function emptyDelta(): ReplyDelta {
   return { content: "", reasoning: "", toolCalls: [] };
 }

@@ -10,6 +10,7 @@ import path from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Template } from "@huggingface/jinja";
 import * as ort from "onnxruntime-node";
+import { type ChatSpecialTokens, parseSpecialTokens } from "../../engine/model-config.js";
 import { maxTokenBytes } from "../../prompt/text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "../../prompt/tokenizer.js";
 import { LOGITS_POSITIONS } from "./canvas-kv.js";
@@ -37,6 +38,11 @@ export interface CanvasConfig {
   sampler: CanvasSamplerSettings;
   /** The image path (config.json `vision`, `vision_file`), when the model has one. */
   vision?: CanvasVisionConfig;
+  /** The reply's delimiters and call syntax (`special_tokens`, e.g. Gemma 4's), as for a v2 model. */
+  specialTokens: ChatSpecialTokens;
+  /** `capabilities.tools` / `.thinking`: the chat template renders tools / has a thinking switch. */
+  tools: boolean;
+  thinking: boolean;
 }
 
 export interface CanvasVisionConfig extends VisionSettings {
@@ -131,6 +137,7 @@ export function parseCanvasConfig(raw: unknown, source: string): CanvasConfig {
       maxSoftTokens: v.max_soft_tokens === undefined ? 280 : int(v, "max_soft_tokens", `${source} vision`),
     };
   }
+  const caps = (typeof obj.capabilities === "object" && obj.capabilities !== null ? obj.capabilities : {}) as Record<string, unknown>;
   return {
     modelType: String(obj.model_type),
     hiddenSize: int(obj, "hidden_size", source),
@@ -144,6 +151,9 @@ export function parseCanvasConfig(raw: unknown, source: string): CanvasConfig {
     padTokenId: int(obj, "pad_token_id", source, 0),
     sampler,
     ...(vision !== undefined ? { vision } : {}),
+    specialTokens: parseSpecialTokens(obj.special_tokens, source),
+    tools: caps.tools === true,
+    thinking: caps.thinking === true,
   };
 }
 
