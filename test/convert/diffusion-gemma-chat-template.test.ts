@@ -37,7 +37,11 @@ const REQUESTS: Record<string, unknown>[] = [
         role: "assistant",
         content: null,
         tool_calls: [
-          call("call_1", "get_weather", '{"city": "Paris", "days": 2, "metric": true, "tags": ["a", "b"], "where": {"lat": 48.5}, "x": null}'),
+          call(
+            "call_1",
+            "get_weather",
+            '{"city": "Paris", "days": 2, "metric": true, "tags": ["a", "b"], "where": {"lat": 48.5}, "x": null}',
+          ),
           call("call_2", "get_time", '{"zone": "CET"}'),
         ],
       },

@@ -63,7 +63,9 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: DiffusionGemma (contract v
     });
     const tokenizer = JSON.parse(readFileSync(join(fx.model, "tokenizer.json"), "utf8"));
     const endOfTurn = tokenizer.added_tokens.find((t: { content: string }) => t.content === "<turn|>").id;
-    expect(config.stop_token_ids).toEqual([endOfTurn, 1]);
+    const toolResponse = tokenizer.added_tokens.find((t: { content: string }) => t.content === "<|tool_response>").id;
+    // The end of turn, generation_config's <eos>, and Gemma 4's <|tool_response> (a reply that called a tool waits there).
+    expect(config.stop_token_ids).toEqual([endOfTurn, 1, toolResponse]);
     expect(config.eos_token_id).toBe(endOfTurn);
     const tc = JSON.parse(readFileSync(join(fx.model, "tokenizer_config.json"), "utf8"));
     const source = JSON.parse(readFileSync(join(fx.checkpoint, "tokenizer_config.json"), "utf8"));
