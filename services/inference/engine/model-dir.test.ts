@@ -100,6 +100,9 @@ describe("model directory", () => {
     expect(bad({ special_tokens: { thinking: ["<think>"] } })).toThrow(/special_tokens.thinking/);
     expect(bad({ special_tokens: { tool_call: ["[TOOL_CALLS]", "[/TOOL_CALLS]"] } })).toThrow(/must start with "<"/);
     expect(bad({ special_tokens: { tool_call: ["<call<", "</call>"] } })).toThrow(/no other "<"/);
+    expect(bad({ special_tokens: { tool_call_format: "xml" } })).toThrow(/tool_call_format" must be "json" or "gemma4"/);
+    // Gemma 4's call syntax is read by the parser but not written by the grammar: canvas models only.
+    expect(bad({ special_tokens: { tool_call_format: "gemma4" } })).toThrow(/is for canvas models/);
   });
 
   it("refuses a directory whose model misses contract outputs or whose tokenizer disagrees", async () => {
