@@ -25,13 +25,13 @@ import { CanvasReply, type CanvasReplyDelta } from "./canvas-reply.js";
 import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImagePrompt } from "./canvas-images.js";
 import { buildChatPrompt } from "../prompt/chat-prompt.js";
 import { CanvasDecoder, type CanvasStepEvent, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
-import { type CanvasModel, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
+import { type CanvasModel, type CanvasModelOptions, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
 import type { CountRequest, GenerationRequest, ReplyChunk, ReplyEvent } from "../engine/engine.js";
 import { checkStopSequences, logprobsAsked } from "../engine/reply-options.js";
 import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS, effectiveMaxTokens } from "../engine/runtime.js";
 import type { CanvasScoreLimits } from "./canvas-score.js";
 import { InvalidRequest, PromptTooLong, ShuttingDown } from "../engine/engine-errors.js";
-import type { EngineMetrics } from "../engine/metrics.js";
+import { type EngineMetrics, recordTransfer } from "../engine/metrics.js";
 import { SlotPool } from "../engine/slots.js";
 
 export interface CanvasEngine {
@@ -81,11 +81,17 @@ export async function loadCanvasEngine(
     metrics?: EngineMetrics | undefined;
     maxScoreWorkTokens?: number | undefined;
     maxScoreRowTokens?: number | undefined;
+    /** The GPU provider and its fallback (decoder/canvas/canvas-model.ts). */
+    providers?: Pick<CanvasModelOptions, "executionProviders" | "fallback" | "logger">;
   },
 ): Promise<CanvasEngine> {
   const slots = new SlotPool(name, options.slots, options.queue, (busy) => options.metrics?.slotsBusy.set({ model: name }, busy));
-  const model = await loadCanvasModel(dir, options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {});
-  const decoder = new CanvasDecoder(model);
+  const model = await loadCanvasModel(dir, {
+    ...options.providers,
+    ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
+  });
+  const { metrics } = options;
+  const decoder = new CanvasDecoder(model, undefined, metrics && ((t) => recordTransfer(metrics, name, t)));
   const { vision } = model;
   const images =
     vision !== undefined && model.config.vision !== undefined

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import type { ForwardTransfer } from "../decoder/forward.js";
 
 /** The inference engine's Prometheus metrics, registered on the registry passed in. */
 export interface EngineMetrics {
@@ -206,4 +207,14 @@ export function engineMetrics(registry: Registry): EngineMetrics {
         }),
     ),
   };
+}
+
+/** One forward's host<->device bytes on the transfer counters (mask and canvas models alike). */
+export function recordTransfer(metrics: EngineMetrics, model: string, t: ForwardTransfer): void {
+  metrics.hostDeviceBytes.inc({ model, direction: "to_device", kind: "kv" }, t.toDevice.kv);
+  metrics.hostDeviceBytes.inc({ model, direction: "to_device", kind: "other" }, t.toDevice.other);
+  metrics.hostDeviceBytes.inc({ model, direction: "to_host", kind: "kv" }, t.toHost.kv);
+  metrics.hostDeviceBytes.inc({ model, direction: "to_host", kind: "other" }, t.toHost.other);
+  metrics.forwardTransferBytes.observe({ model, direction: "to_device" }, t.toDevice.kv + t.toDevice.other);
+  metrics.forwardTransferBytes.observe({ model, direction: "to_host" }, t.toHost.kv + t.toHost.other);
 }

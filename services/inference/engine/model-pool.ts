@@ -101,6 +101,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
       for (let n = 2; names.has(name); n++) name = `${path.basename(dir)}-${n}`;
       names.add(name);
       const started = performance.now();
+      const providers = providersOfDir.get(dir) ?? options.executionProviders;
       if (isCanvasModelDir(dir)) {
         const canvas = await loadCanvasEngine(dir, name, servingIds, {
           slots: options.slots,
@@ -110,6 +111,11 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
           metrics,
           maxScoreWorkTokens: options.maxScoreWorkTokens,
           maxScoreRowTokens: options.maxScoreRowTokens,
+          providers: {
+            ...(providers !== undefined ? { executionProviders: providers } : {}),
+            ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),
+            ...(options.logger !== undefined ? { logger: options.logger } : {}),
+          },
         });
         serve(canvasModelEngine(canvas));
         options.logger?.info(
@@ -118,7 +124,6 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         );
         continue;
       }
-      const providers = providersOfDir.get(dir) ?? options.executionProviders;
       const model = await loadModelDir(dir, {
         ...(providers !== undefined ? { executionProviders: providers } : {}),
         ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),

@@ -6,7 +6,7 @@ import type { UnmaskPolicy } from "../decoder/policies/policy.js";
 import { DEFAULT_THRESHOLD } from "../decoder/policies/registry.js";
 import { selectPolicy } from "../decoder/policies/select.js";
 import type { DecodeModel } from "../decoder/sequence.js";
-import type { EngineMetrics } from "./metrics.js";
+import { type EngineMetrics, recordTransfer } from "./metrics.js";
 import type { ModelDir } from "./model-dir.js";
 import { Scheduler } from "./scheduler.js";
 
@@ -159,13 +159,7 @@ function ortRunnerOptions(options: ModelRuntimeOptions): OrtRunnerOptions {
     provider,
     ...(deviceKV !== undefined ? { deviceKV } : {}),
     onTransfer: (t) => {
-      if (metrics === undefined) return;
-      metrics.hostDeviceBytes.inc({ model: name, direction: "to_device", kind: "kv" }, t.toDevice.kv);
-      metrics.hostDeviceBytes.inc({ model: name, direction: "to_device", kind: "other" }, t.toDevice.other);
-      metrics.hostDeviceBytes.inc({ model: name, direction: "to_host", kind: "kv" }, t.toHost.kv);
-      metrics.hostDeviceBytes.inc({ model: name, direction: "to_host", kind: "other" }, t.toHost.other);
-      metrics.forwardTransferBytes.observe({ model: name, direction: "to_device" }, t.toDevice.kv + t.toDevice.other);
-      metrics.forwardTransferBytes.observe({ model: name, direction: "to_host" }, t.toHost.kv + t.toHost.other);
+      if (metrics !== undefined) recordTransfer(metrics, name, t);
     },
   };
 }

@@ -9,9 +9,12 @@
  * which rows it was batched with.
  */
 import * as ort from "onnxruntime-node";
+import type { ForwardTransfer } from "../forward.js";
 import type { CommittedLogprob } from "../logprobs.js";
+import { addTransfer, CanvasDeviceState, emptyTransfer, hostBytes, isKVFeed } from "./canvas-device.js";
 import { batchFeeds, emptyCache, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache, storePresents } from "./canvas-kv.js";
 import type { CanvasModel } from "./canvas-model.js";
+import type { DeviceRow } from "./graph-sampler.js";
 import { acceptMask, nextCanvas, noiseTokens, seededRandom, StableConfidentStop, temperatureAt } from "./sampler.js";
 
 /** The random draws of one row, in the order transformers' generate makes them. */
@@ -93,7 +96,8 @@ interface Row {
   req: CanvasRequest;
   cache: RowCache;
   canvas: Int32Array;
-  sc: Float32Array;
+  /** The self-conditioning embeddings on the host; undefined while they are in the device tensor (canvas-device.ts). */
+  sc: Float32Array | undefined;
   stepsLeft: number;
   stop: StableConfidentStop;
   canvasIndex: number;
@@ -106,13 +110,27 @@ interface Row {
 export class CanvasDecoder {
   private readonly rows: Row[] = [];
   private running = false;
-  /** Denoiser forwards run and rows they carried (metrics). */
-  readonly stats = { forwards: 0, rowSteps: 0 };
+  /**
+   * Denoiser forwards run and rows they carried (metrics), and the bytes the encoder and denoiser
+   * passes moved between host and device (on the CPU provider: what they would move with every
+   * tensor on the host, the GPU path's figure before canvas-device.ts).
+   */
+  readonly stats = { forwards: 0, rowSteps: 0, transfer: emptyTransfer() };
+  private readonly device: CanvasDeviceState | undefined;
 
   constructor(
     private readonly model: CanvasModel,
     private readonly maxBatch = 8,
-  ) {}
+    /** Each pass's host<->device bytes (only on a GPU provider: the CPU moves nothing). */
+    private readonly onTransfer?: (t: ForwardTransfer) => void,
+  ) {
+    this.device = model.device === undefined ? undefined : new CanvasDeviceState(model.device);
+  }
+
+  private countTransfer(t: ForwardTransfer): void {
+    addTransfer(this.stats.transfer, t);
+    if (this.model.executionProviders[0] !== "cpu") this.onTransfer?.(t);
+  }
 
   generate(req: CanvasRequest): Promise<CanvasResult> {
     return new Promise((resolve, reject) => {
@@ -181,10 +199,14 @@ export class CanvasDecoder {
     const embeds = images?.embeds ?? new Float32Array(0);
     feeds.image_embeds = new ort.Tensor("float32", embeds, [embeds.length / config.hiddenSize, config.hiddenSize]);
     const out = await encoder.run(feeds);
+    const transfer = emptyTransfer();
+    for (const [name, t] of Object.entries(feeds)) transfer.toDevice[isKVFeed(name) ? "kv" : "other"] += hostBytes(t);
     const presents = config.layers.flatMap((_, l) => [
       out[`present.${l}.key`]!.data as Float32Array,
       out[`present.${l}.value`]!.data as Float32Array,
     ]);
+    for (const p of presents) transfer.toHost.kv += p.byteLength;
+    this.countTransfer(transfer);
     storePresents(cache, config.layers, window, presents, S);
     return cache;
   }
@@ -207,6 +229,7 @@ export class CanvasDecoder {
       }
     } finally {
       this.running = false;
+      this.device?.release();
     }
   }
 
@@ -222,6 +245,7 @@ export class CanvasDecoder {
     const H = config.hiddenSize;
     const V = config.vocabSize;
     const B = batch.length;
+    const transfer = emptyTransfer();
     const feeds = batchFeeds(
       batch.map((r) => r.cache),
       config.layers,
@@ -230,61 +254,102 @@ export class CanvasDecoder {
     );
     const ids = new BigInt64Array(B * C);
     const pos = new BigInt64Array(B * C);
-    const sc = new Float32Array(B * C * H);
     const temperature = new Float32Array(B);
     batch.forEach((r, b) => {
       for (let i = 0; i < C; i++) {
         ids[b * C + i] = BigInt(r.canvas[i]!);
         pos[b * C + i] = BigInt(r.cache.length + i);
       }
-      sc.set(r.sc, b * C * H);
       temperature[b] = temperatureAt(config.sampler, r.stepsLeft);
     });
+    let scFeed = this.device?.selfConditioning(batch);
+    if (scFeed === undefined || batch.some((r) => r.sc !== undefined)) {
+      scFeed = undefined;
+      if (batch.some((r) => r.sc === undefined))
+        await this.device?.spillSelfConditioning<Row>(C * H, transfer, (r, x) => {
+          if (r.sc === undefined) r.sc = x;
+        });
+      const sc = new Float32Array(B * C * H);
+      for (const [b, r] of batch.entries()) sc.set(r.sc!, b * C * H);
+      scFeed = new ort.Tensor("float32", sc, [B, C, H]);
+    }
     feeds.canvas_ids = new ort.Tensor("int64", ids, [B, C]);
     feeds.position_ids = new ort.Tensor("int64", pos, [B, C]);
-    feeds.self_conditioning_embeds = new ort.Tensor("float32", sc, [B, C, H]);
+    feeds.self_conditioning_embeds = scFeed;
     feeds.temperature = new ort.Tensor("float32", temperature, [B]);
     if (this.model.narrowHead) feeds[LOGITS_POSITIONS] = logitsPositionsFeed(B, everyPosition(C));
+    if (this.device !== undefined) {
+      const lengths = batch.map((r) => r.cache.length);
+      await this.device.placeFixedFeeds(batch, lengths, feeds, transfer);
+    }
+    for (const [name, t] of Object.entries(feeds)) transfer.toDevice[isKVFeed(name) ? "kv" : "other"] += hostBytes(t);
     const out = await denoiser.run(feeds);
     this.stats.forwards++;
     this.stats.rowSteps += B;
-    const logits = out.logits!.data as Float32Array;
-    const nextSc = out.next_self_conditioning_embeds!.data as Float32Array;
-    for (let b = 0; b < B; b++) {
-      const row = batch[b]!;
-      if (!this.rows.includes(row)) continue;
-      const uniforms = row.req.draws.uniforms(C);
-      const processed = await this.model.sampler.processRow(logits.subarray(b * C * V, (b + 1) * C * V), C, temperature[b]!, uniforms);
-      const accepted = acceptMask(processed.entropy, config.sampler.entropyBound);
-      const noise = row.req.draws.noise(C, V);
-      row.canvas = nextCanvas(processed.sample, accepted, noise);
-      row.sc = nextSc.slice(b * C * H, (b + 1) * C * H);
-      row.steps++;
-      const stopped = row.stop.step(processed.argmax, processed.entropy);
-      const last = stopped || row.stepsLeft === 1;
-      row.req.onStep?.({
-        canvasIndex: row.canvasIndex,
-        step: row.steps,
-        canvasStep: config.sampler.maxDenoisingSteps - row.stepsLeft + 1,
-        draft: Array.from(processed.argmax),
-        acceptedMask: accepted,
-        accepted: accepted.filter(Boolean).length,
-        last,
-      });
-      row.stepsLeft--;
-      if (last) await this.finishCanvas(row, Array.from(processed.argmax), logits.subarray(b * C * V, (b + 1) * C * V));
+    const logitsOut = out.logits!;
+    const scOut = out.next_self_conditioning_embeds!;
+    transfer.toHost.other += hostBytes(logitsOut) + hostBytes(scOut);
+    const onDevice = logitsOut.location !== "cpu";
+    try {
+      if (scOut.location !== "cpu" && this.device !== undefined) {
+        this.device.keepSelfConditioning(batch, scOut);
+        for (const r of batch) r.sc = undefined;
+      } else {
+        const nextSc = scOut.data as Float32Array;
+        batch.forEach((r, b) => {
+          r.sc = nextSc.slice(b * C * H, (b + 1) * C * H);
+        });
+      }
+      const live = batch.map((r) => this.rows.includes(r));
+      const uniforms = batch.map((r, b) => (live[b] ? r.req.draws.uniforms(C) : new Float64Array(C)));
+      // On the device the batch's logits stay there: one sampler run over every row.
+      const processedAll = onDevice ? await this.model.sampler.processBatch(logitsOut, C, temperature, uniforms) : undefined;
+      if (onDevice) transfer.toHost.other += B * C * 12;
+      const hostLogits = onDevice ? undefined : (logitsOut.data as Float32Array);
+      for (let b = 0; b < B; b++) {
+        const row = batch[b]!;
+        if (!live[b]) continue;
+        const rowLogits: Float32Array | DeviceRow = hostLogits?.subarray(b * C * V, (b + 1) * C * V) ?? { tensor: logitsOut, row: b };
+        const processed =
+          processedAll?.[b] ?? (await this.model.sampler.processRow(rowLogits as Float32Array, C, temperature[b]!, uniforms[b]!));
+        const accepted = acceptMask(processed.entropy, config.sampler.entropyBound);
+        const noise = row.req.draws.noise(C, V);
+        row.canvas = nextCanvas(processed.sample, accepted, noise);
+        row.steps++;
+        const stopped = row.stop.step(processed.argmax, processed.entropy);
+        const last = stopped || row.stepsLeft === 1;
+        row.req.onStep?.({
+          canvasIndex: row.canvasIndex,
+          step: row.steps,
+          canvasStep: config.sampler.maxDenoisingSteps - row.stepsLeft + 1,
+          draft: Array.from(processed.argmax),
+          acceptedMask: accepted,
+          accepted: accepted.filter(Boolean).length,
+          last,
+        });
+        row.stepsLeft--;
+        if (last) await this.finishCanvas(row, Array.from(processed.argmax), rowLogits, transfer);
+      }
+    } finally {
+      if (onDevice) logitsOut.dispose();
+      this.countTransfer(transfer);
     }
   }
 
-  /** `logits`: the row's `[canvas, vocab]` raw logits of the canvas's last step. */
-  private async finishCanvas(row: Row, argmax: number[], logits: Float32Array): Promise<void> {
+  /** `logits`: the row's `[canvas, vocab]` raw logits of the canvas's last step (or its row of the batch's on the device). */
+  private async finishCanvas(row: Row, argmax: number[], logits: Float32Array | DeviceRow, transfer: ForwardTransfer): Promise<void> {
     const { config } = this.model;
     const stopAt = argmax.findIndex((t) => config.stopTokenIds.includes(t));
     const room = row.req.maxTokens - row.reply.length;
     const kept = argmax.slice(0, Math.min(stopAt < 0 ? argmax.length : stopAt, room));
     row.reply.push(...kept);
     const finished: FinishedCanvas = { tokens: kept, canvasIndex: row.canvasIndex };
-    if (row.req.logprobs !== undefined) finished.logprobs = await this.logprobsOf(kept, logits, row.req.logprobs.top, row.steps);
+    if (row.req.logprobs !== undefined) {
+      finished.logprobs = await this.logprobsOf(kept, logits, row.req.logprobs.top, row.steps);
+      // log_z, top values and ids: what the readout brings to the host (all the batch's positions on the device).
+      const positions = logits instanceof Float32Array ? kept.length : (logits.tensor.dims[0] as number) * config.canvasLength;
+      transfer.toHost.other += positions * (4 + 8 * Math.max(1, row.req.logprobs.top));
+    }
     const stopToken = stopAt >= 0 && stopAt <= room;
     const stopped = row.req.onCanvas?.(finished) === true || stopToken;
     if (stopped || row.reply.length >= row.req.maxTokens) {
@@ -305,7 +370,12 @@ export class CanvasDecoder {
   }
 
   /** Log-softmax over the whole vocabulary of the raw logits at each kept position (nothing banned: the sampler reads every token). */
-  private async logprobsOf(tokens: readonly number[], logits: Float32Array, top: number, step: number): Promise<CommittedLogprob[]> {
+  private async logprobsOf(
+    tokens: readonly number[],
+    logits: Float32Array | DeviceRow,
+    top: number,
+    step: number,
+  ): Promise<CommittedLogprob[]> {
     const read = await this.model.sampler.logprobs(logits, tokens, top);
     return read.map((r, i) => ({ token: tokens[i]!, ...r, step }));
   }

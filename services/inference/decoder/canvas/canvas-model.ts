@@ -9,10 +9,13 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Template } from "@huggingface/jinja";
-import * as ort from "onnxruntime-node";
+import type * as ort from "onnxruntime-node";
+import type { Logger } from "../../../../lib/logger.js";
 import { type ChatSpecialTokens, parseSpecialTokens } from "../../engine/model-config.js";
+import { type ExecutionProvider, openSession } from "../../onnx/onnx-session.js";
 import { maxTokenBytes } from "../../prompt/text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "../../prompt/tokenizer.js";
+import { downloadGraph } from "../../onnx/onnx-kv-graphs.js";
 import { LOGITS_POSITIONS } from "./canvas-kv.js";
 import { GraphSampler } from "./graph-sampler.js";
 import type { VisionSettings } from "./image-preprocess.js";
@@ -70,9 +73,21 @@ export interface CanvasModel {
   narrowHead: boolean;
   /** The sampler's per-step work as weightless graphs on the denoiser's execution provider (graph-sampler.ts). */
   sampler: GraphSampler;
+  /**
+   * The providers the sessions opened on (after any fallback): on `webgpu` the denoiser leaves
+   * `logits` and `next_self_conditioning_embeds` on the device (`gpu-buffer`) and `upload`
+   * moves host tensors there (canvas-device.ts).
+   */
+  executionProviders: ExecutionProvider[];
+  /** On WebGPU: a float32 host tensor copied into device memory, and back (Identity graphs). */
+  device?: { upload(t: ort.Tensor): Promise<ort.Tensor>; download(t: ort.Tensor): Promise<Float32Array> };
   /** vision.onnx (patches -> image embeddings) and the image token's text, with `config.vision`. */
   vision?: { session: ort.InferenceSession; imageTokenText: string };
   close(): Promise<void>;
+}
+
+function cpuOptions(options: CanvasModelOptions): { intraOpThreads?: number } {
+  return options.intraOpThreads ? { intraOpThreads: options.intraOpThreads } : {};
 }
 
 function int(obj: Record<string, unknown>, key: string, source: string, min = 1): number {
@@ -157,7 +172,19 @@ export function parseCanvasConfig(raw: unknown, source: string): CanvasConfig {
   };
 }
 
-export async function loadCanvasModel(dir: string, options: { intraOpThreads?: number } = {}): Promise<CanvasModel> {
+/** The denoiser's outputs a WebGPU session leaves on the device. */
+export const DENOISER_DEVICE_OUTPUTS = ["logits", "next_self_conditioning_embeds"] as const;
+
+export interface CanvasModelOptions {
+  intraOpThreads?: number;
+  /** In order of preference (TESSERA_EXECUTION_PROVIDERS, the pool's `executionProviders`); default the CPU. */
+  executionProviders?: readonly ExecutionProvider[];
+  /** Where a GPU provider cannot start: `cpu` opens on the CPU instead (TESSERA_GPU_FALLBACK); default the load fails. */
+  fallback?: "cpu" | "none";
+  logger?: Logger;
+}
+
+export async function loadCanvasModel(dir: string, options: CanvasModelOptions = {}): Promise<CanvasModel> {
   const root = path.resolve(dir);
   const json = async (name: string) => JSON.parse(await readFile(path.join(root, name), "utf8"));
   const config = parseCanvasConfig(await json("config.json"), path.join(root, "config.json"));
@@ -170,21 +197,47 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
     const v = tokenizerConfig[key];
     return typeof v === "string" ? v : typeof v === "object" && v !== null ? String((v as { content?: unknown }).content ?? "") : "";
   };
-  const sessionOptions: ort.InferenceSession.SessionOptions = {
-    executionProviders: ["cpu"],
-    ...(options.intraOpThreads ? { intraOpNumThreads: options.intraOpThreads } : {}),
-  };
-  const encoder = await ort.InferenceSession.create(path.join(root, "encoder.onnx"), sessionOptions);
-  const denoiser = await ort.InferenceSession.create(path.join(root, "denoiser.onnx"), sessionOptions);
-  // One intra-op thread: its runs are ~1M logits, where more threads measured slower (bench/canvas-sampler.ts).
-  const sampler = await GraphSampler.create(config.vocabSize, { ...sessionOptions, intraOpNumThreads: 1 });
+  // On the engine's thread (no worker): a gpu-buffer tensor lives in the thread that made it.
+  const open = (file: string, deviceOutputs: readonly string[] = []) =>
+    openSession(path.join(root, file), {
+      worker: false,
+      deviceOutputs,
+      ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
+      ...(options.intraOpThreads ? { intraOpThreads: options.intraOpThreads } : {}),
+      ...(options.fallback !== undefined ? { fallback: options.fallback } : {}),
+      ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    });
+  const opened = await open("denoiser.onnx", DENOISER_DEVICE_OUTPUTS);
+  const { session: denoiser, executionProviders, openDeviceGraph } = opened;
+  // The encoder and vision graphs follow the denoiser (a fallback there is a fallback for all).
+  const openOnSame = async (file: string) =>
+    executionProviders[0] === "cpu"
+      ? (await openSession(path.join(root, file), { worker: false, ...cpuOptions(options) })).session
+      : (await open(file)).session;
+  const encoder = await openOnSame("encoder.onnx");
+  // One intra-op thread on the CPU: its runs are ~1M logits, where more threads measured slower (bench/canvas-sampler.ts).
+  const sampler = await GraphSampler.create(
+    config.vocabSize,
+    executionProviders[0] === "cpu"
+      ? { executionProviders: ["cpu"], intraOpNumThreads: 1 }
+      : { executionProviders: [executionProviders[0]!] },
+  );
+  let device: CanvasModel["device"];
+  const toDevice = openDeviceGraph === undefined ? undefined : await openDeviceGraph(downloadGraph(), ["out"]);
+  const toHost = openDeviceGraph === undefined ? undefined : await openDeviceGraph(downloadGraph(), []);
+  if (toDevice !== undefined && toHost !== undefined) {
+    device = {
+      upload: async (t) => (await toDevice.run({ x: t })).out!,
+      download: async (t) => (await toHost.run({ x: t })).out!.data as Float32Array,
+    };
+  }
   let vision: CanvasModel["vision"];
   if (config.vision !== undefined) {
     const id = config.vision.imageTokenId;
     const added = (tokenizerJson as { added_tokens?: { id: number; content: string }[] }).added_tokens ?? [];
     const imageTokenText = added.find((t) => t.id === id)?.content;
     if (imageTokenText === undefined) throw new Error(`${root}/tokenizer.json: image_token_id ${id} is not an added token`);
-    vision = { session: await ort.InferenceSession.create(path.join(root, config.vision.file), sessionOptions), imageTokenText };
+    vision = { session: await openOnSame(config.vision.file), imageTokenText };
   }
   let decision: JsonObject | undefined;
   if (existsSync(path.join(root, "decision.json"))) {
@@ -203,12 +256,16 @@ export async function loadCanvasModel(dir: string, options: { intraOpThreads?: n
     denoiser,
     narrowHead: denoiser.inputNames.includes(LOGITS_POSITIONS),
     sampler,
+    executionProviders,
+    ...(device !== undefined ? { device } : {}),
     ...(vision !== undefined ? { vision } : {}),
     async close() {
       await encoder.release();
       await denoiser.release();
       await sampler.release();
       await vision?.session.release();
+      await toDevice?.release();
+      await toHost?.release();
     },
   };
 }

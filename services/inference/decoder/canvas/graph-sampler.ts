@@ -14,6 +14,12 @@ import { logprobGraph, samplerGraph } from "./sampler-graphs.js";
 /** Logits per sampler run on the CPU: 4 positions of the 26B's vocabulary (4 MiB of float32). */
 const CHUNK_ELEMENTS = 2 ** 20;
 
+/** One row of a batch's logits left on the device: `tensor` `[B, positions, vocab]`, row `row`. */
+export interface DeviceRow {
+  tensor: ort.Tensor;
+  row: number;
+}
+
 export class GraphSampler {
   private constructor(
     private readonly sampler: ort.InferenceSession,
@@ -65,24 +71,61 @@ export class GraphSampler {
   }
 
   /**
+   * processRow for every row of a batch's logits left on the device (`[B, positions, vocab]`,
+   * one run): `temperatures` and `uniforms` per row. What comes to the host is 12 bytes a position.
+   */
+  async processBatch(
+    logits: ort.Tensor,
+    positions: number,
+    temperatures: Float32Array,
+    uniforms: readonly ArrayLike<number>[],
+  ): Promise<ProcessedRow[]> {
+    const B = temperatures.length;
+    const u = new Float64Array(B * positions);
+    uniforms.forEach((row, b) => {
+      for (let i = 0; i < positions; i++) u[b * positions + i] = row[i] ?? 0;
+    });
+    const out = await this.sampler.run({
+      logits,
+      temperature: new ort.Tensor("float32", temperatures, [B]),
+      uniforms: new ort.Tensor("float64", u, [B, positions]),
+    });
+    const entropy = out.entropy!.data as Float32Array;
+    const argmax = out.argmax!.data as Int32Array;
+    const sample = out.sample!.data as Int32Array;
+    return Array.from({ length: B }, (_, b) => ({
+      entropy: Float64Array.from(entropy.subarray(b * positions, (b + 1) * positions)),
+      argmax: argmax.slice(b * positions, (b + 1) * positions),
+      sample: sample.slice(b * positions, (b + 1) * positions),
+    }));
+  }
+
+  /**
    * logprobsAt's result (nothing banned) at positions 0..tokens.length-1 of `logits`
    * `[>= tokens.length, vocab]`, whose tokens are those positions' argmax (the canvas's reply).
    */
-  async logprobs(logits: Float32Array, tokens: readonly number[], top: number): Promise<{ logprob: number; top: TokenChoice[] }[]> {
+  async logprobs(
+    logits: Float32Array | DeviceRow,
+    tokens: readonly number[],
+    top: number,
+  ): Promise<{ logprob: number; top: TokenChoice[] }[]> {
     const V = this.vocab;
     const k = Math.max(1, top);
     const kTensor = new ort.Tensor("int64", BigInt64Array.of(BigInt(k)), [1]);
-    const step = Math.max(1, Math.floor(CHUNK_ELEMENTS / V));
+    const host = logits instanceof Float32Array;
+    const step = host ? Math.max(1, Math.floor(CHUNK_ELEMENTS / V)) : tokens.length;
     const result: { logprob: number; top: TokenChoice[] }[] = [];
     for (let from = 0; from < tokens.length; from += step) {
       const n = Math.min(step, tokens.length - from);
+      // A device tensor is read whole (`[B, positions, vocab]`, one run) and its row picked here.
       const out = await this.readout.run({
-        logits: new ort.Tensor("float32", logits.subarray(from * V, (from + n) * V), [n, V]),
+        logits: host ? new ort.Tensor("float32", logits.subarray(from * V, (from + n) * V), [n, V]) : logits.tensor,
         k: kTensor,
       });
-      const logZ = out.log_z!.data as Float32Array;
-      const values = out.top_logits!.data as Float32Array;
-      const ids = out.top_ids!.data as Int32Array;
+      const first = host ? 0 : logits.row * (logits.tensor.dims[1] as number);
+      const logZ = (out.log_z!.data as Float32Array).subarray(first);
+      const values = (out.top_logits!.data as Float32Array).subarray(first * k);
+      const ids = (out.top_ids!.data as Int32Array).subarray(first * k);
       for (let i = 0; i < n; i++) {
         const token = tokens[from + i]!;
         if (ids[i * k] !== token)
