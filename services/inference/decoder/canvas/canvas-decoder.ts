@@ -304,7 +304,11 @@ export class CanvasDecoder {
       const uniforms = batch.map((r, b) => (live[b] ? r.req.draws.uniforms(C) : new Float64Array(C)));
       // On the device the batch's logits stay there: one sampler run over every row.
       const processedAll = onDevice ? await this.model.sampler.processBatch(logitsOut, C, temperature, uniforms) : undefined;
-      if (onDevice) transfer.toHost.other += B * C * 12;
+      // The sampler's feeds (uniforms, temperatures) go up; entropy, argmax and sample come back.
+      if (onDevice) {
+        transfer.toDevice.other += B * C * 8 + B * 4;
+        transfer.toHost.other += B * C * 12;
+      }
       const hostLogits = onDevice ? undefined : (logitsOut.data as Float32Array);
       for (let b = 0; b < B; b++) {
         const row = batch[b]!;

@@ -1,0 +1,43 @@
+// The canvas decode loop with the tiny DiffusionGemma's sessions on the WebGPU provider
+// (SwiftShader) against the CPU's: test/helpers/canvas-webgpu-scenario.ts, in a child process
+// (test/helpers/swiftshader.ts). Two rows batched, two canvases of 4 steps each, logprobs on.
+import { describe, expect, it } from "vitest";
+import { HAVE_CONVERT_VENV } from "../../../../test/convert/converted-models.js";
+import { haveSwiftShader, runWithSwiftShader } from "../../../../test/helpers/swiftshader.js";
+import type { ForwardTransfer } from "../forward.js";
+
+interface Run {
+  providers: string[];
+  tokens: number[][];
+  steps: number[];
+  /** Per row, per token: [token, logprob, top ids...]. */
+  logprobs: number[][][];
+  forwards: number;
+  transfer: ForwardTransfer;
+}
+
+describe.skipIf(!haveSwiftShader || !HAVE_CONVERT_VENV)("canvas decoding on WebGPU (SwiftShader, tiny DiffusionGemma)", () => {
+  it("equals the CPU path token for token with fixed draws, its logits and self-conditioning left on the device", async () => {
+    const { cpu, webgpu } = await runWithSwiftShader<{ cpu: Run; webgpu: Run }>("test/helpers/canvas-webgpu-scenario.ts", 280_000);
+    expect(cpu.providers).toEqual(["cpu"]);
+    expect(webgpu.providers).toEqual(["webgpu", "cpu"]);
+    expect(webgpu.tokens).toEqual(cpu.tokens);
+    expect(webgpu.tokens.every((t) => t.length > 16)).toBe(true); // two canvases each
+    expect(webgpu.steps).toEqual(cpu.steps);
+    expect(webgpu.forwards).toBe(cpu.forwards);
+    // Logprobs: the same tokens and top ids; values within SwiftShader's float error on this model.
+    webgpu.logprobs.forEach((row, r) => {
+      row.forEach(([token, logprob, ...top], i) => {
+        const [cToken, cLogprob, ...cTop] = cpu.logprobs[r]![i]!;
+        expect([token, ...top]).toEqual([cToken, ...cTop]);
+        expect(Math.abs(logprob! - cLogprob!)).toBeLessThan(2e-2);
+      });
+    });
+    // The logits ([B, 16, 384] a step) and the self-conditioning stay on the device: what comes to
+    // the host besides the encoder's key/values is a small part of the all-on-host figure.
+    expect(webgpu.transfer.toHost.kv).toBe(cpu.transfer.toHost.kv);
+    expect(webgpu.transfer.toHost.other * 5).toBeLessThan(cpu.transfer.toHost.other);
+    // Past key/values and masks go up once per canvas, not once per step.
+    expect(webgpu.transfer.toDevice.kv * 1.5).toBeLessThan(cpu.transfer.toDevice.kv);
+  }, 300_000);
+});
