@@ -7,6 +7,7 @@ import { type DiffusionGemmaFixture, diffusionGemmaFixture } from "../../../../t
 import { type CanvasDraws, CanvasDecoder, type CanvasStepEvent, seededDraws } from "./canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "./canvas-model.js";
 import type { CommittedLogprob } from "../logprobs.js";
+import { createLogger } from "../../../../lib/logger.js";
 
 function recording(inner: CanvasDraws, log: [string, number[]][]): CanvasDraws {
   return {
@@ -147,4 +148,27 @@ describe.skipIf(!HAVE_CONVERT_VENV)("canvas decoding on the tiny converted Diffu
     expect(stepsAfterAbort).toBe(0);
     expect((await other).tokens.length).toBeGreaterThan(0);
   }, 120_000);
+
+  // No Vulkan loader on this process's library path: WebGPU finds no adapter (canvas-webgpu.test.ts runs it where one is).
+  const noVulkan = !(process.env.LD_LIBRARY_PATH ?? "").includes("chromium") && process.env.VK_ICD_FILENAMES === undefined;
+  it.skipIf(!noVulkan)(
+    "asked for WebGPU without an adapter: fails naming the fix, or opens on the CPU where TESSERA_GPU_FALLBACK=cpu allows",
+    async () => {
+      const err = await loadCanvasModel(fx.model, { executionProviders: ["webgpu"] }).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(err?.message).toMatch(/denoiser\.onnx: no WebGPU adapter .*Fix: install the GPU.s Vulkan driver/s);
+      const lines: string[] = [];
+      const logger = createLogger({ destination: { write: (line: string) => lines.push(line) } as never });
+      const onCpu = await loadCanvasModel(fx.model, { executionProviders: ["webgpu"], fallback: "cpu", logger, intraOpThreads: 1 });
+      try {
+        expect(onCpu.executionProviders).toEqual(["cpu"]);
+        expect(onCpu.device).toBeUndefined();
+        expect(lines.some((l) => /TESSERA_GPU_FALLBACK=cpu/.test(l))).toBe(true);
+      } finally {
+        await onCpu.close();
+      }
+    },
+  );
 });
