@@ -10,11 +10,11 @@ import type { CommittedLogprob } from "../../services/inference/decoder/logprobs
 const fx = await diffusionGemmaFixture();
 const prompts = ["Hello! How are you today?", "Name three colours."];
 
-async function decode(executionProviders: ("cpu" | "webgpu")[]) {
+async function decode(executionProviders: ("cpu" | "webgpu")[], maxBatch = 8) {
   const model: CanvasModel = await loadCanvasModel(fx.model, { executionProviders, intraOpThreads: 1 });
   // A few steps a canvas keep the run short on SwiftShader (the schedule follows the same count on both).
   model.config.sampler.maxDenoisingSteps = 4;
-  const decoder = new CanvasDecoder(model);
+  const decoder = new CanvasDecoder(model, maxBatch);
   const logprobs: CommittedLogprob[][] = prompts.map(() => []);
   const results: CanvasResult[] = await Promise.all(
     prompts.map((text, i) =>
@@ -44,4 +44,6 @@ async function decode(executionProviders: ("cpu" | "webgpu")[]) {
 
 const cpu = await decode(["cpu"]);
 const webgpu = await decode(["webgpu"]);
-console.log(JSON.stringify({ cpu, webgpu }));
+// One row a forward, round robin: each step's batch is not the last one's (the self-conditioning comes back to the host).
+const alternating = await decode(["webgpu"], 1);
+console.log(JSON.stringify({ cpu, webgpu, alternating }));

@@ -91,7 +91,9 @@ export async function loadCanvasEngine(
     ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
   });
   const { metrics } = options;
-  const decoder = new CanvasDecoder(model, undefined, metrics && ((t) => recordTransfer(metrics, name, t)));
+  // On the CPU provider nothing moves (as for mask models, engine/runtime.ts).
+  const onDevice = model.executionProviders[0] !== "cpu";
+  const decoder = new CanvasDecoder(model, undefined, metrics && onDevice ? (t) => recordTransfer(metrics, name, t) : undefined);
   const { vision } = model;
   const images =
     vision !== undefined && model.config.vision !== undefined

@@ -121,15 +121,15 @@ export class CanvasDecoder {
   constructor(
     private readonly model: CanvasModel,
     private readonly maxBatch = 8,
-    /** Each pass's host<->device bytes (only on a GPU provider: the CPU moves nothing). */
-    private readonly onTransfer?: (t: ForwardTransfer) => void,
+    /** Each pass's host<->device bytes (on the CPU provider: what it would move with every tensor on the host). */
+    private readonly onTransfer?: (t: ForwardTransfer, pass: "encoder" | "denoiser") => void,
   ) {
     this.device = model.device === undefined ? undefined : new CanvasDeviceState(model.device);
   }
 
-  private countTransfer(t: ForwardTransfer): void {
+  private countTransfer(t: ForwardTransfer, pass: "encoder" | "denoiser"): void {
     addTransfer(this.stats.transfer, t);
-    if (this.model.executionProviders[0] !== "cpu") this.onTransfer?.(t);
+    this.onTransfer?.(t, pass);
   }
 
   generate(req: CanvasRequest): Promise<CanvasResult> {
@@ -206,7 +206,7 @@ export class CanvasDecoder {
       out[`present.${l}.value`]!.data as Float32Array,
     ]);
     for (const p of presents) transfer.toHost.kv += p.byteLength;
-    this.countTransfer(transfer);
+    this.countTransfer(transfer, "encoder");
     storePresents(cache, config.layers, window, presents, S);
     return cache;
   }
@@ -265,7 +265,8 @@ export class CanvasDecoder {
     let scFeed = this.device?.selfConditioning(batch);
     if (scFeed === undefined || batch.some((r) => r.sc !== undefined)) {
       scFeed = undefined;
-      if (batch.some((r) => r.sc === undefined))
+      // Rows beyond this batch may hold theirs in the kept tensor too (more rows than maxBatch).
+      if (this.rows.some((r) => r.sc === undefined))
         await this.device?.spillSelfConditioning<Row>(C * H, transfer, (r, x) => {
           if (r.sc === undefined) r.sc = x;
         });
@@ -336,7 +337,7 @@ export class CanvasDecoder {
       }
     } finally {
       if (onDevice) logitsOut.dispose();
-      this.countTransfer(transfer);
+      this.countTransfer(transfer, "denoiser");
     }
   }
 

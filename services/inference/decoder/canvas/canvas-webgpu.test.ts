@@ -1,6 +1,6 @@
 // The canvas decode loop with the tiny DiffusionGemma's sessions on the WebGPU provider
 // (SwiftShader) against the CPU's: test/helpers/canvas-webgpu-scenario.ts, in a child process
-// (test/helpers/swiftshader.ts). Two rows batched, two canvases of 4 steps each, logprobs on.
+// (test/helpers/swiftshader.ts). Two rows batched (and one row a forward), two canvases of 4 steps each, logprobs on.
 import { describe, expect, it } from "vitest";
 import { HAVE_CONVERT_VENV } from "../../../../test/convert/converted-models.js";
 import { haveSwiftShader, runWithSwiftShader } from "../../../../test/helpers/swiftshader.js";
@@ -18,13 +18,19 @@ interface Run {
 
 describe.skipIf(!haveSwiftShader || !HAVE_CONVERT_VENV)("canvas decoding on WebGPU (SwiftShader, tiny DiffusionGemma)", () => {
   it("equals the CPU path token for token with fixed draws, its logits and self-conditioning left on the device", async () => {
-    const { cpu, webgpu } = await runWithSwiftShader<{ cpu: Run; webgpu: Run }>("test/helpers/canvas-webgpu-scenario.ts", 280_000);
+    const { cpu, webgpu, alternating } = await runWithSwiftShader<{ cpu: Run; webgpu: Run; alternating: Run }>(
+      "test/helpers/canvas-webgpu-scenario.ts",
+      280_000,
+    );
     expect(cpu.providers).toEqual(["cpu"]);
     expect(webgpu.providers).toEqual(["webgpu", "cpu"]);
     expect(webgpu.tokens).toEqual(cpu.tokens);
     expect(webgpu.tokens.every((t) => t.length > 16)).toBe(true); // two canvases each
     expect(webgpu.steps).toEqual(cpu.steps);
     expect(webgpu.forwards).toBe(cpu.forwards);
+    // One row a forward: the kept self-conditioning belongs to the other row each step and comes back to the host.
+    expect(alternating.tokens).toEqual(cpu.tokens);
+    expect(alternating.forwards).toBe(cpu.steps[0]! + cpu.steps[1]!);
     // Logprobs: the same tokens and top ids; values within SwiftShader's float error on this model.
     webgpu.logprobs.forEach((row, r) => {
       row.forEach(([token, logprob, ...top], i) => {
