@@ -1,10 +1,11 @@
 // The canvas decode loop on the WebGPU provider (SwiftShader) beside the CPU's, run in a child
 // process by services/inference/decoder/canvas/canvas-webgpu.test.ts (the Vulkan loader is found
 // through LD_LIBRARY_PATH, read only when a process starts). Two rows batched, two canvases
-// each, logprobs on, the same seeded draws on both providers. Prints one JSON line.
+// each, logprobs on, the same seeded draws, and a decision's readout; on both providers. Prints one JSON line.
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 import { CanvasDecoder, type CanvasResult, seededDraws } from "../../services/inference/decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "../../services/inference/decoder/canvas/canvas-model.js";
+import { FirstTokenReadout } from "../../services/inference/decoder/canvas/canvas-readout.js";
 import type { CommittedLogprob } from "../../services/inference/decoder/logprobs.js";
 
 const fx = await diffusionGemmaFixture();
@@ -30,12 +31,24 @@ async function decode(executionProviders: ("cpu" | "webgpu")[], maxBatch = 8) {
       }),
     ),
   );
+  // A decision's readout (canvas-readout.ts): p(token) at canvas position 0 over the fixed noise canvases.
+  let readout: number[] = [];
+  const reader = new FirstTokenReadout(model, { maxForwardTokens: 4 * model.config.canvasLength });
+  await reader.add({
+    cache: await decoder.encodePrompt(model.tokenizer.encode("The answer is")),
+    tokens: [5, 26, 324],
+    done: (p) => {
+      readout = p;
+    },
+  });
+  await reader.flush();
   const out = {
     providers: model.executionProviders,
     tokens: results.map((r) => r.tokens),
     steps: results.map((r) => r.steps),
     logprobs: logprobs.map((l) => l.map((x) => [x.token, x.logprob, ...x.top.map((t) => t.token)])),
     forwards: decoder.stats.forwards,
+    readout,
     transfer: decoder.stats.transfer,
   };
   await model.close();

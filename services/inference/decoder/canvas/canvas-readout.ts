@@ -153,9 +153,22 @@ export class FirstTokenReadout {
     // The first step's temperature; it only shapes next_self_conditioning_embeds, which is not read.
     feeds.temperature = new ort.Tensor("float32", new Float32Array(B).fill(config.sampler.tMax), [B]);
     if (this.model.narrowHead) feeds[LOGITS_POSITIONS] = logitsPositionsFeed(B, this.narrowed ? [0] : everyPosition(C));
-    const out = await denoiser.run(feeds, ["logits"]);
+    const device = this.model.device;
+    if (device === undefined) {
+      const out = await denoiser.run(feeds, ["logits"]);
+      this.options.onForward?.();
+      return out.logits!.data as Float32Array;
+    }
+    // On a device the session runs with every output fetched (fetching a subset fails there);
+    // the logits (`[B, 1, V]` where the head is narrowed) come to the host, the rest is freed.
+    const out = await denoiser.run(feeds);
     this.options.onForward?.();
-    return out.logits!.data as Float32Array;
+    try {
+      const logits = out.logits!;
+      return logits.location === "cpu" ? (logits.data as Float32Array) : await device.download(logits);
+    } finally {
+      for (const t of Object.values(out)) if (t.location !== "cpu") t.dispose();
+    }
   }
 }
 

@@ -13,6 +13,8 @@ interface Run {
   /** Per row, per token: [token, logprob, top ids...]. */
   logprobs: number[][][];
   forwards: number;
+  /** The decision readout's p(token) for three tokens. */
+  readout: number[];
   transfer: ForwardTransfer;
 }
 
@@ -28,6 +30,11 @@ describe.skipIf(!haveSwiftShader || !HAVE_CONVERT_VENV)("canvas decoding on WebG
     expect(webgpu.tokens.every((t) => t.length > 16)).toBe(true); // two canvases each
     expect(webgpu.steps).toEqual(cpu.steps);
     expect(webgpu.forwards).toBe(cpu.forwards);
+    // A decision's readout on the device's logits: the CPU's probabilities.
+    expect(webgpu.readout).toHaveLength(3);
+    webgpu.readout.forEach((p, i) => {
+      expect(Math.abs(p - cpu.readout[i]!)).toBeLessThan(2e-2 * cpu.readout[i]!);
+    });
     // One row a forward: the kept self-conditioning belongs to the other row each step and comes back to the host.
     expect(alternating.tokens).toEqual(cpu.tokens);
     expect(alternating.forwards).toBe(cpu.steps[0]! + cpu.steps[1]!);
