@@ -119,7 +119,14 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
         });
         serve(canvasModelEngine(canvas));
         options.logger?.info(
-          { model: name, servingIds, dir, decoding: "canvas", loadMs: Math.round(performance.now() - started) },
+          {
+            model: name,
+            servingIds,
+            dir,
+            decoding: "canvas",
+            executionProviders: canvas.model.executionProviders,
+            loadMs: Math.round(performance.now() - started),
+          },
           "model loaded",
         );
         continue;
