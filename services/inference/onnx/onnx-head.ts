@@ -1,5 +1,5 @@
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { headAtPositions } from "./onnx-head-at.js";
+import { narrowedHead, quantizesPerTensor } from "./onnx-head-matmul-at.js";
 import { layerAtPositions, withNames } from "./onnx-layer-at.js";
 import { defaultOpset } from "./onnx-readout.js";
 import {
@@ -146,10 +146,10 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
   );
 
   const headNames = { at: LOGITS_AT, prefix: PREFIX, output: HEAD_LOGITS };
-  let narrowed = headAtPositions(nodes, moved, logitsProducer, headNames);
+  let narrowed = narrowedHead(nodes, moved, logitsProducer, headNames);
   // The whole branch (the last layer's query, attention and MLP too) at those positions only.
   const layer =
-    narrowed === undefined
+    narrowed === undefined || quantizesPerTensor(nodes, moved)
       ? undefined
       : layerAtPositions(
           nodes,
@@ -157,7 +157,7 @@ function rewriteGraph(graph: Uint8Array, vocab: number): Uint8Array[] | undefine
           { inputs, outputs: outputs.map((o) => o.name).filter((name) => name !== LOGITS) },
           { at: LOGITS_AT, prefix: `${PREFIX}_layer` },
         );
-  if (layer !== undefined) narrowed = headAtPositions(nodes, moved, logitsProducer, { ...headNames, gather: false });
+  if (layer !== undefined) narrowed = narrowedHead(nodes, moved, logitsProducer, { ...headNames, gather: false });
   const thenBranch = new BinaryWriter();
   for (const payload of layer?.prelude ?? []) thenBranch.tag(GRAPH_NODE, WireType.LengthDelimited).bytes(payload);
   nodes.forEach((n, i) => {
