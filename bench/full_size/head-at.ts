@@ -3,9 +3,8 @@
 //   npx tsx bench/full_size/head-at.ts <converted-model-dir> [rows=4] [seq=64] [past=512] [rounds=10]
 // "whole" feeds tessera_logits_at every position (what a forward computed before the head was
 // narrowed: [B, S, V]); "slots" one position per row ([B, 1, V]). Medians of wall ms.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { HEAD_SWITCH, LOGITS_AT, withSkippableHead } from "../../services/inference/onnx/onnx-head.js";
 
@@ -16,11 +15,12 @@ const c = JSON.parse(readFileSync(join(dir, "config.json"), "utf8")) as Record<s
 const edited = withSkippableHead(readFileSync(join(dir, "model.onnx")), c.vocab_size!);
 if (edited === undefined) throw new Error("the head could not be made skippable");
 const threads = Number(process.env.BENCH_THREADS ?? 2);
-// The edited graph beside links to the model's external data (as model-dir.ts stages it).
-const staged = mkdtempSync(join(tmpdir(), "tessera-head-at-"));
-for (const name of readdirSync(dir)) if (name.endsWith(".data")) symlinkSync(resolve(dir, name), join(staged, name));
-writeFileSync(join(staged, "model.onnx"), edited);
-const session = await ort.InferenceSession.create(join(staged, "model.onnx"), {
+// The edited graph beside the original (ONNX Runtime resolves external data next to the model
+// file and refuses links that leave its directory); removed at the end.
+const staged = join(dir, `.model.head-at-${process.pid}.onnx`);
+writeFileSync(staged, edited, { flag: "wx" });
+process.on("exit", () => rmSync(staged, { force: true }));
+const session = await ort.InferenceSession.create(staged, {
   intraOpNumThreads: threads,
   graphOptimizationLevel: "all",
 });
@@ -93,4 +93,3 @@ console.log(
   }),
 );
 await session.release();
-rmSync(staged, { recursive: true, force: true });
