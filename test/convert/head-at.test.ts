@@ -1,12 +1,14 @@
 // The head narrowed to the answer slots (onnx-head-matmul-at.ts) on the converted tiny models:
 // their heads are a MatMul on [B, S, H] (fp32, fp16), MatMulInteger after a per-tensor
-// DynamicQuantizeLinear (int8) and MatMulNBits (int4), not the bundled model's Reshape(Gemm).
+// DynamicQuantizeLinear (int8), not the bundled model's Reshape(Gemm); MatMulNBits (int4) stays whole.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadModelDir } from "../../services/inference/engine/model-dir.js";
+import { loadModelDir, type ModelDir } from "../../services/inference/engine/model-dir.js";
+import { createModelRuntime } from "../../services/inference/engine/runtime.js";
+import { scoreSuffixes } from "../../services/inference/score/score.js";
 import { HEAD_SWITCH, LOGITS_AT, withSkippableHead } from "../../services/inference/onnx/onnx-head.js";
 import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "./converted-models.js";
 
@@ -106,7 +108,6 @@ describe.skipIf(!HAVE_CONVERT_VENV)("the converted models' head narrowed to the 
     ["sdarFp16", "MatMul"],
     // ONNX Runtime fuses MatMulInteger, Cast and Mul into MatMulIntegerToFloat.
     ["sdarInt8", "MatMulIntegerToFloat"],
-    ["sdarInt4", "MatMulNBits"],
     ["fastDllm", "MatMul"],
   ] as const;
   for (const [name, headOp] of cases) {
@@ -151,14 +152,58 @@ describe.skipIf(!HAVE_CONVERT_VENV)("the converted models' head narrowed to the 
     });
   }
 
-  it("the engine loads the converted models with the narrowed head", async () => {
-    for (const name of ["sdar", "sdarInt8", "sdarInt4"] as const) {
+  /**
+   * The session as a model without tessera_logits_at looks to the engine: every run computes
+   * the head at every position ([B, S, V]), as the converted models were served before.
+   */
+  const wholeHead = (session: ort.InferenceSession): ort.InferenceSession =>
+    new Proxy(session, {
+      get(target, property) {
+        if (property === "inputNames") return target.inputNames.filter((n) => n !== LOGITS_AT);
+        if (property === "run") {
+          return (f: Record<string, ort.Tensor>, ...rest: unknown[]) => {
+            const [B, S] = f.input_ids!.dims as [number, number];
+            const all = new ort.Tensor(
+              "int64",
+              BigInt64Array.from({ length: B * S }, (_, i) => BigInt(i)),
+              [B, S],
+            );
+            return (target.run as (...a: unknown[]) => unknown)({ ...f, [LOGITS_AT]: all }, ...rest);
+          };
+        }
+        const value = Reflect.get(target, property, target) as unknown;
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+
+  it("sdarInt4: the head left whole (MatMulNBits' sums move in the last bits with the row count)", () => {
+    const s = shapeOf(fx.models.sdarInt4);
+    const edited = withSkippableHead(readFileSync(path.join(fx.models.sdarInt4, "model.onnx")), s.vocab)!;
+    expect(Buffer.from(edited).includes(LOGITS_AT)).toBe(false);
+  });
+
+  for (const name of ["sdar", "sdarInt8", "fastDllm"] as const) {
+    it(`${name}: the engine's decisions with the narrowed head equal those with the whole head`, async () => {
       const model = await loadModelDir(fx.models[name], { worker: false });
       try {
-        expect(model.session.inputNames, name).toContain(LOGITS_AT);
+        expect(model.session.inputNames).toContain(LOGITS_AT);
+        const runtime = (m: ModelDir) => createModelRuntime({ name, servingIds: [], model: m, slots: 4, queue: 4 });
+        const narrowed = runtime(model);
+        const whole = runtime({ ...model, session: wholeHead(model.session) });
+        const input = {
+          prefix: "Order A-1092: chairs before the desk, delivery next week. ".repeat(3),
+          suffixes: [
+            { text: "Should this order be expedited?", labels: ["yes", "no"] },
+            { text: "Which carrier?", labels: ["post", "courier", "freight"] },
+            { text: "How much effort?", labels: ["a", "b"] },
+          ],
+        };
+        const want = await scoreSuffixes(whole, input);
+        const got = await scoreSuffixes(narrowed, input);
+        expect(got).toEqual(want);
       } finally {
         await model.close();
       }
-    }
-  });
+    });
+  }
 });

@@ -5,8 +5,13 @@ import { withNames } from "./onnx-layer-at.js";
 type Nodes = readonly (GraphNode & { field: Field })[];
 type Names = { at: string; prefix: string; output: string; gather?: boolean };
 
-/** Head products computed row by row from their first input, `[B, S, H]` → `[B, S, V]`. */
-const ROW_PRODUCTS = new Set(["MatMul", "MatMulNBits", "MatMulIntegerToFloat"]);
+/**
+ * Head products computed row by row from their first input, `[B, S, H]` → `[B, S, V]`, with
+ * the same bits whatever the row count. Not MatMulNBits (int4): its sums for a row move in the
+ * last bits with the number of rows (ONNX Runtime 1.30, CPU: a decision's logits by ~1e-6 on the
+ * tiny int4 model, test/convert/head-at.test.ts), so an int4 head stays whole.
+ */
+const ROW_PRODUCTS = new Set(["MatMul", "MatMulIntegerToFloat"]);
 
 /** Ops that quantize a whole tensor with one scale: rows computed apart would get other scales. */
 const TENSOR_QUANTIZERS = new Set(["DynamicQuantizeLinear", "DynamicQuantizeMatMul"]);
@@ -35,7 +40,6 @@ export function quantizesPerTensor(nodes: Nodes, moved: ReadonlySet<number>): bo
  * `Reshape(Gemm)`, to the `at` positions (int64 `[B, K]`, indices `b * S + s`):
  *
  *   fp32 / fp16:  logits = MatMul(x, W)
- *   int4:         logits = MatMulNBits(x, Wq, scales)
  *   int8:         logits = Mul(Cast(MatMulInteger(xq, Wq, xzp, wzp)), scales)   (xq from DynamicQuantizeLinear(x))
  *                 logits = MatMulIntegerToFloat(xq, Wq, …)
  *
