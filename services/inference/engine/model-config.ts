@@ -52,6 +52,11 @@ export interface ModelConfig {
   specialTokens: ChatSpecialTokens;
   capabilities: ModelCapabilities;
   onnxFile: string;
+  /**
+   * `cpu_int4_accuracy_level`: MatMulNBits' accuracy_level on the CPU provider (0-4; 0 leaves
+   * the nodes as converted). Undefined: the engine's default (onnx-accuracy-level.ts).
+   */
+  cpuInt4AccuracyLevel?: number;
 }
 
 export const MODEL_TYPE = "tessera-block-diffusion";
@@ -104,6 +109,12 @@ export function parseModelConfig(raw: unknown, source = "config.json"): ModelCon
     capabilities: { images: caps.images === true, tools: caps.tools === true, thinking: caps.thinking === true },
     onnxFile: typeof obj.onnx_file === "string" && obj.onnx_file !== "" ? obj.onnx_file : "model.onnx",
   };
+  if (obj.cpu_int4_accuracy_level !== undefined) {
+    const level = obj.cpu_int4_accuracy_level;
+    if (typeof level !== "number" || !Number.isInteger(level) || level < 0 || level > 4)
+      throw new Error(`${source}: "cpu_int4_accuracy_level" must be an integer 0-4, got ${JSON.stringify(level)}`);
+    config.cpuInt4AccuracyLevel = level;
+  }
   for (const [key, id] of [
     ["mask_token_id", config.maskTokenId],
     ["pad_token_id", config.padTokenId],

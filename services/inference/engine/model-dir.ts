@@ -8,6 +8,7 @@ import type * as ort from "onnxruntime-node";
 import type { Logger } from "../../../lib/logger.js";
 import type { ChatTemplateVariables } from "../prompt/chat-prompt.js";
 import { parseModelConfig, type ModelConfig } from "./model-config.js";
+import { CPU_ACCURACY_LEVEL, withMatMulNBitsAccuracy } from "../onnx/onnx-accuracy-level.js";
 import { skippableHeadParts } from "../onnx/onnx-head.js";
 import { concatBytes } from "../onnx/onnx-proto.js";
 import { bannedTokenIds } from "../decoder/unmask.js";
@@ -39,6 +40,8 @@ export interface ModelDir {
   readout: boolean;
   /** Whether a forward can skip the output head when it reads no logits (onnx-head.ts). */
   skippableHead: boolean;
+  /** The MatMulNBits accuracy_level the load set (onnx-accuracy-level.ts); undefined: nodes as converted. */
+  int4AccuracyLevel: number | undefined;
   /** Releases the session (and any staged copy of the model). */
   close(): Promise<void>;
 }
@@ -91,7 +94,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
 
   const text = modelText({ tokenizerJson, tokenizerConfig, chatTemplate: templateSource }, options.worker ?? ortWorkerDefault());
   const onnxPath = path.join(root, config.onnxFile);
-  const staged = await editedSource(onnxPath, config);
+  const staged = await editedSource(onnxPath, config, int4AccuracyLevel(config, options.executionProviders));
   let opened: OpenedSession;
   try {
     opened = await openSession(staged.source, {
@@ -130,6 +133,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
     deviceKV,
     readout: staged.readout,
     skippableHead: staged.skippableHead,
+    int4AccuracyLevel: staged.int4AccuracyLevel,
     close: async () => {
       await deviceKV?.close();
       await Promise.all([session.release(), text.close()]);
@@ -138,7 +142,24 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
 }
 
 /**
- * The model with the engine's load-time edits: the output head made conditional
+ * The accuracy_level to give MatMulNBits nodes, decided by where the session is asked to
+ * run: on the CPU provider, config.json's `cpu_int4_accuracy_level` or CPU_ACCURACY_LEVEL
+ * (0: leave the nodes). Other providers keep the nodes as converted: ONNX Runtime's WebGPU
+ * kernel already reads a missing level as 4 (its DP4A path), and its quantizer leaves the
+ * level out for the GPU providers. A GPU request that falls back to the CPU keeps them too.
+ */
+export function int4AccuracyLevel(
+  config: Pick<ModelConfig, "cpuInt4AccuracyLevel">,
+  executionProviders: readonly ExecutionProvider[] = ["cpu"],
+): { level: number; replace: boolean } | undefined {
+  if ((executionProviders[0] ?? "cpu") !== "cpu") return undefined;
+  const level = config.cpuInt4AccuracyLevel ?? CPU_ACCURACY_LEVEL;
+  return level === 0 ? undefined : { level, replace: config.cpuInt4AccuracyLevel !== undefined };
+}
+
+/**
+ * The model with the engine's load-time edits: MatMulNBits' accuracy level (on the CPU,
+ * onnx-accuracy-level.ts), the output head made conditional
  * (onnx-head.ts), then the greedy readout added (onnx-readout.ts). In memory, or, when its
  * weights live in external files, as a file that ONNX Runtime accepts (it resolves external
  * data next to the model file and refuses paths that leave that directory, links included):
@@ -149,13 +170,27 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
 async function editedSource(
   onnxPath: string,
   config: ModelConfig,
-): Promise<{ source: string | Uint8Array; readout: boolean; skippableHead: boolean; cleanup: () => Promise<void> }> {
+  accuracy: { level: number; replace: boolean } | undefined,
+): Promise<{
+  source: string | Uint8Array;
+  readout: boolean;
+  skippableHead: boolean;
+  int4AccuracyLevel: number | undefined;
+  cleanup: () => Promise<void>;
+}> {
   const none = async () => {};
-  const bytes = await readFile(onnxPath);
+  const original = await readFile(onnxPath);
+  // First, so that the nodes the head edit moves into its If keep the attribute.
+  const leveled = accuracy !== undefined ? withMatMulNBitsAccuracy(original, accuracy.level, accuracy.replace) : undefined;
+  const bytes = leveled ?? original;
   const headed = skippableHeadParts(bytes, config.vocabSize);
   const readout = readoutGraph(bytes, config.vocabSize, bannedTokenIds(config));
-  const edits = { readout: readout !== undefined, skippableHead: headed !== undefined };
-  if (headed === undefined && readout === undefined) return { source: onnxPath, ...edits, cleanup: none };
+  const edits = {
+    readout: readout !== undefined,
+    skippableHead: headed !== undefined,
+    int4AccuracyLevel: leveled !== undefined ? accuracy?.level : undefined,
+  };
+  if (leveled === undefined && headed === undefined && readout === undefined) return { source: onnxPath, ...edits, cleanup: none };
   // One copy of the model: its (rewritten) fields, then the readout's extra graph field.
   const augmented = concatBytes([...(headed ?? [bytes]), ...(readout !== undefined ? [readout] : [])]);
   if (!usesExternalData(bytes)) return { source: augmented, ...edits, cleanup: none };
