@@ -70,6 +70,10 @@ describe("model directory", () => {
     expect(() => parseModelConfig({ ...config, num_hidden_layers: 0 })).toThrow(/num_hidden_layers/);
     expect(() => parseModelConfig({ ...config, mask_token_id: 99999 })).toThrow(/mask_token_id 99999/);
     expect(() => parseModelConfig([])).toThrow(/object/);
+    expect(() => parseModelConfig({ ...config, cpu_int4_accuracy_level: 5 })).toThrow(/cpu_int4_accuracy_level/);
+    expect(() => parseModelConfig({ ...config, cpu_int4_accuracy_level: "4" })).toThrow(/cpu_int4_accuracy_level/);
+    expect(parseModelConfig({ ...config, cpu_int4_accuracy_level: 0 }).cpuInt4AccuracyLevel).toBe(0);
+    expect(parseModelConfig(config).cpuInt4AccuracyLevel).toBeUndefined();
   });
 
   it("reads contract v2: any model_type, stop ids, logits shift, decoding defaults, chat delimiters; v1 keeps its defaults", () => {
