@@ -152,10 +152,11 @@ def decision_json_for(chat_template: str, answer_slot: str = "mask", **specials:
 # Measured on SDAR-1.7B-Chat's layout, 2 ONNX Runtime threads of a shared 2-core Xeon (AVX-512
 # VNNI, AMX), bench/full_size/README.md: resident memory of a loaded session per parameter, and
 # ms per 64-token block forward per billion parameters (no past; the block is compute-bound, so
-# time scales with the matmul parameters). int4: 0.83 GiB loaded at 1.7B, 1.8x int8's time in
-# the same run (1.8-3.9x across runs).
-SERVING_BYTES_PER_PARAM = {"fp32": 3.83, "fp16": 3.83, "int8": 0.97, "int4": 0.52}
-FORWARD_MS_PER_B = {"fp32": 4950, "fp16": 4950, "int8": 1530, "int4": 2750}
+# time scales with the matmul parameters). int4 as the service runs it on the CPU
+# (MatMulNBits' accuracy_level 4 set at load, int8 compute): 1.43 GiB loaded at 1.7B (0.83 GiB
+# as converted), 2.1-3.4x int8's time per block in one alternating run (1.4x in a quieter one).
+SERVING_BYTES_PER_PARAM = {"fp32": 3.83, "fp16": 3.83, "int8": 0.97, "int4": 0.89}
+FORWARD_MS_PER_B = {"fp32": 4950, "fp16": 4950, "int8": 1530, "int4": 3800}
 
 
 def memory_and_speed(a, weights: str, params: int, onnx_bytes: int) -> List[str]:
@@ -174,7 +175,11 @@ def memory_and_speed(a, weights: str, params: int, onnx_bytes: int) -> List[str]
         f"| KV cache | {kv_per_token / 1024:.0f} KiB per token of context (float32): {kv_per_token * 4096 / 2**30:.2f} GiB at 4,096 |",
         f"| one 64-token block forward, no past | about {fwd / 1000:.1f} s (int8 is the fastest format on CPUs with int8 units) |",
         "| converting | peak memory about 1.6x the fp32 weights (fp32, int8, int4); 2.5x (fp16) |",
-    ]
+    ] + ([
+        "| int4 on the CPU | the service sets MatMulNBits' `accuracy_level` 4 (int8 compute) at load: same accuracy, 1.7x the memory, "
+        "0.7-2.8x the speed of as converted across runs; `\"cpu_int4_accuracy_level\": 0` in config.json keeps the smaller memory; "
+        "int8 is still 2-3x faster and more accurate (bench/full_size/README.md) |",
+    ] if weights == "int4" else [])
 
 
 def model_card(ck: Checkpoint, config: dict, weights: str, report: dict, source: str) -> str:
