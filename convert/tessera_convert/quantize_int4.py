@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .quantize_int8 import Weights
+from .quantize_int8 import Weights, load_graph
 
 INT4_BLOCK = 32
 
@@ -30,13 +30,8 @@ def to_int4_streamed(src: str, dst: str, external: bool, block_size: int = INT4_
     import onnx
     from onnx import helper
 
-    m = onnx.load(src, load_external_data=False)
+    m, inits, readers = load_graph(src)
     g = m.graph
-    inits = {i.name: i for i in g.initializer}
-    readers: dict = {}
-    for n in g.node:
-        for x in n.input:
-            readers[x] = readers.get(x, 0) + 1
     quantizer = block_quantizer(block_size)
     io = Weights(src, dst, external)
     nodes, new_inits, consumed = [], [], set()

@@ -76,6 +76,19 @@ class Weights:
             self.out.close()
 
 
+def load_graph(src: str):
+    """The model without its weights' data, its initializers by name, and how many nodes read each value."""
+    import onnx
+
+    m = onnx.load(src, load_external_data=False)
+    inits = {i.name: i for i in m.graph.initializer}
+    readers: dict = {}
+    for n in m.graph.node:
+        for x in n.input:
+            readers[x] = readers.get(x, 0) + 1
+    return m, inits, readers
+
+
 def quantize_weight(w: np.ndarray):
     """Symmetric int8 per output channel (column) of W [K, N]."""
     scale = (np.abs(w).max(axis=0) / 127.0).astype(np.float32)
@@ -89,13 +102,8 @@ def to_int8_streamed(src: str, dst: str, external: bool, exclude: Iterable[str] 
     import onnx
     from onnx import helper
 
-    m = onnx.load(src, load_external_data=False)
+    m, inits, readers = load_graph(src)
     g = m.graph
-    inits = {i.name: i for i in g.initializer}
-    readers: dict = {}
-    for n in g.node:
-        for x in n.input:
-            readers[x] = readers.get(x, 0) + 1
     skip = set(exclude)
     io = Weights(src, dst, external)
     nodes, new_inits, dql, consumed = [], [], {}, set()

@@ -1,5 +1,15 @@
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { ATTR_I, ATTR_NAME, ATTR_TYPE, ATTR_TYPE_INT, GRAPH_NODE, MODEL_GRAPH, NODE_ATTRIBUTE, NODE_OP_TYPE } from "./onnx-proto.js";
+import {
+  ATTR_I,
+  ATTR_NAME,
+  ATTR_TYPE,
+  ATTR_TYPE_INT,
+  GRAPH_NODE,
+  MODEL_GRAPH,
+  NODE_ATTRIBUTE,
+  NODE_OP_TYPE,
+  mainGraphEntries,
+} from "./onnx-proto.js";
 
 const MATMUL_NBITS = "MatMulNBits";
 const ACCURACY_LEVEL = "accuracy_level";
@@ -69,20 +79,7 @@ export function withMatMulNBitsAccuracy(model: Uint8Array, level: number, replac
 }
 
 function forEachNode(model: Uint8Array, visit: (node: Uint8Array) => void): void {
-  const reader = new BinaryReader(model);
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (field !== MODEL_GRAPH || wireType !== WireType.LengthDelimited) {
-      reader.skip(wireType, field);
-      continue;
-    }
-    const g = new BinaryReader(reader.bytes());
-    while (g.pos < g.len) {
-      const [f, w] = g.tag();
-      if (f === GRAPH_NODE && w === WireType.LengthDelimited) visit(g.bytes());
-      else g.skip(w, f);
-    }
-  }
+  for (const [field, bytes] of mainGraphEntries(model)) if (field === GRAPH_NODE) visit(bytes);
 }
 
 function readNode(node: Uint8Array): { opType: string; accuracyLevel: number | undefined } {

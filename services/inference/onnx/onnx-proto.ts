@@ -1,6 +1,8 @@
 // Field numbers of onnx.proto (ModelProto, GraphProto, NodeProto, AttributeProto, TensorProto,
 // ValueInfoProto, TypeProto), for the load-time graph edits (onnx-readout.ts, onnx-head.ts),
 // which read and write the model at the protobuf wire level.
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+
 export const MODEL_GRAPH = 7;
 export const MODEL_OPSET_IMPORT = 8;
 export const GRAPH_NODE = 1;
@@ -51,4 +53,22 @@ export function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {
     at += c.length;
   }
   return out;
+}
+
+/** Each length-delimited field of the model's main graph (nodes, initializers, ...), with its field number. */
+export function* mainGraphEntries(model: Uint8Array): Generator<[field: number, bytes: Uint8Array]> {
+  const reader = new BinaryReader(model);
+  while (reader.pos < reader.len) {
+    const [field, wireType] = reader.tag();
+    if (field !== MODEL_GRAPH || wireType !== WireType.LengthDelimited) {
+      reader.skip(wireType, field);
+      continue;
+    }
+    const graph = new BinaryReader(reader.bytes());
+    while (graph.pos < graph.len) {
+      const [f, w] = graph.tag();
+      if (w === WireType.LengthDelimited) yield [f, graph.bytes()];
+      else graph.skip(w, f);
+    }
+  }
 }

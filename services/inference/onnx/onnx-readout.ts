@@ -28,6 +28,7 @@ import {
   TYPE_TENSOR,
   VALUE_INFO_NAME,
   VALUE_INFO_TYPE,
+  mainGraphEntries,
 } from "./onnx-proto.js";
 
 /** Names of the outputs the engine adds to a model (never in a contract model). */
@@ -166,28 +167,15 @@ export function defaultOpset(model: Uint8Array): number | undefined {
 
 /** Whether any initializer of the main graph keeps its data in an external file. */
 export function usesExternalData(model: Uint8Array): boolean {
-  const reader = new BinaryReader(model);
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (field !== MODEL_GRAPH || wireType !== WireType.LengthDelimited) {
-      reader.skip(wireType, field);
-      continue;
-    }
-    const graph = new BinaryReader(reader.bytes());
-    while (graph.pos < graph.len) {
-      const [f, w] = graph.tag();
-      if (f !== GRAPH_INITIALIZER || w !== WireType.LengthDelimited) {
-        graph.skip(w, f);
-        continue;
-      }
-      const tensor = new BinaryReader(graph.bytes());
-      while (tensor.pos < tensor.len) {
-        const [tf, tw] = tensor.tag();
-        if (tf === TENSOR_DATA_LOCATION && tw === WireType.Varint) {
-          if (tensor.int32() === 1) return true;
-        } else {
-          tensor.skip(tw, tf);
-        }
+  for (const [field, bytes] of mainGraphEntries(model)) {
+    if (field !== GRAPH_INITIALIZER) continue;
+    const tensor = new BinaryReader(bytes);
+    while (tensor.pos < tensor.len) {
+      const [tf, tw] = tensor.tag();
+      if (tf === TENSOR_DATA_LOCATION && tw === WireType.Varint) {
+        if (tensor.int32() === 1) return true;
+      } else {
+        tensor.skip(tw, tf);
       }
     }
   }
