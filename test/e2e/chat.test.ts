@@ -5,6 +5,7 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccountStatus } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { chatBurst } from "../helpers/openai.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 import { roomInThisMinute } from "../helpers/clock-minute.js";
 
@@ -497,21 +498,7 @@ describe("chat completions: overload", () => {
 
   it("529 overloaded_error with retry-after when every slot is busy, streamed or not; then recovers", async () => {
     const overloaded = clientFor(busy, busy.key);
-    const attempts = Array.from({ length: 6 }, (_, i) =>
-      i % 2 === 0
-        ? overloaded.chat.completions.create({ ...ask, max_tokens: 256 }).then(
-            () => 200,
-            (e: unknown) => e,
-          )
-        : overloaded.chat.completions
-            .create({ ...ask, max_tokens: 256, stream: true })
-            .then(async (stream) => {
-              for await (const _ of stream) void _;
-              return 200;
-            })
-            .catch((e: unknown) => e),
-    );
-    const outcomes = await Promise.all(attempts);
+    const outcomes = await chatBurst(overloaded, { ...ask, max_tokens: 256 }, 6);
     expect(outcomes).toContain(200);
     const refused = outcomes.filter((o) => o !== 200) as InstanceType<typeof OpenAI.APIError>[];
     expect(refused.length).toBeGreaterThan(0);

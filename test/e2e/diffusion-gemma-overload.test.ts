@@ -7,6 +7,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
+import { chatBurst } from "../helpers/openai.js";
 import { startTestTessera, TEST_SERVING_ID, type TestTessera } from "../helpers/tessera.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
@@ -39,21 +40,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model): slots and wa
   });
 
   it("529 overloaded_error with retry-after when the slot is busy, streamed or not; then recovers", async () => {
-    const attempts = Array.from({ length: 6 }, (_, i) =>
-      i % 2 === 0
-        ? client.chat.completions.create({ ...ask, max_tokens: 64 }).then(
-            () => 200,
-            (e: unknown) => e,
-          )
-        : client.chat.completions
-            .create({ ...ask, max_tokens: 64, stream: true })
-            .then(async (stream) => {
-              for await (const _ of stream) void _;
-              return 200;
-            })
-            .catch((e: unknown) => e),
-    );
-    const outcomes = await Promise.all(attempts);
+    const outcomes = await chatBurst(client, { ...ask, max_tokens: 64 }, 6);
     expect(outcomes.filter((o) => o === 200).length).toBeGreaterThanOrEqual(1);
     const refused = outcomes.filter((o) => o !== 200) as InstanceType<typeof OpenAI.APIError>[];
     expect(refused.length).toBeGreaterThan(0);

@@ -37,3 +37,29 @@ export async function caughtApiError(work: Promise<unknown>): Promise<InstanceTy
   expect(err).toBeInstanceOf(OpenAI.APIError);
   return err as InstanceType<typeof OpenAI.APIError>;
 }
+
+/**
+ * `count` chat requests at once, every other one streamed: each settles as 200 or the error the
+ * client threw (an overloaded server's 529s among them).
+ */
+export function chatBurst(
+  client: OpenAI,
+  params: OpenAI.ChatCompletionCreateParamsNonStreaming,
+  count: number,
+): Promise<(200 | unknown)[]> {
+  const attempts = Array.from({ length: count }, (_, i) =>
+    i % 2 === 0
+      ? client.chat.completions.create(params).then(
+          () => 200,
+          (e: unknown) => e,
+        )
+      : client.chat.completions
+          .create({ ...params, stream: true })
+          .then(async (stream) => {
+            for await (const _ of stream) void _;
+            return 200;
+          })
+          .catch((e: unknown) => e),
+  );
+  return Promise.all(attempts);
+}
