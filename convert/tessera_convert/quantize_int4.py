@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .quantize_int8 import Weights, load_graph
+from .quantize_int8 import rewrite_weight_matmuls
 
 INT4_BLOCK = 32
 
@@ -30,44 +30,24 @@ def to_int4_streamed(src: str, dst: str, external: bool, block_size: int = INT4_
     import onnx
     from onnx import helper
 
-    m, inits, readers = load_graph(src)
-    g = m.graph
     quantizer = block_quantizer(block_size)
-    io = Weights(src, dst, external)
-    nodes, new_inits, consumed = [], [], set()
-    count = 0
-    try:
-        for n in g.node:
-            b = n.input[1] if n.op_type == "MatMul" and len(n.input) == 2 else None
-            if b is None or b not in inits or len(inits[b].dims) != 2 or inits[b].data_type != onnx.TensorProto.FLOAT:
-                nodes.append(n)
-                continue
-            count += 1
-            w = io.read(inits[b])
-            k, cols = w.shape
-            packed, scales, _zero_points = quantizer.qbits_block_quant(np.array(w, dtype=np.float32))  # a writable copy
-            del w
-            new_inits += [io.tensor(f"{b}_Q4", packed), io.tensor(f"{b}_scales", scales)]
-            del packed
-            if readers[b] == 1:
-                consumed.add(b)
-            nodes.append(helper.make_node(
-                "MatMulNBits", [n.input[0], f"{b}_Q4", f"{b}_scales"], [n.output[0]],
-                name=f"{n.name}_Q4" if n.name else "", domain="com.microsoft",
-                K=k, N=cols, bits=4, block_size=block_size,
-            ))
-        kept = []
-        for t in g.initializer:
-            if t.name in consumed:
-                continue
-            kept.append(io.tensor(t.name, io.read(t)) if t.data_location == onnx.TensorProto.EXTERNAL else t)
-    finally:
-        io.close()
-    del g.node[:]
-    g.node.extend(nodes)
-    del g.initializer[:]
-    g.initializer.extend(kept + new_inits)
-    del g.value_info[:]
+
+    def rewrite(n, weight, io):
+        b = weight.name
+        w = io.read(weight)
+        k, cols = w.shape
+        packed, scales, _zero_points = quantizer.qbits_block_quant(np.array(w, dtype=np.float32))  # a writable copy
+        del w
+        made_inits = [io.tensor(f"{b}_Q4", packed), io.tensor(f"{b}_scales", scales)]
+        del packed
+        node = helper.make_node(
+            "MatMulNBits", [n.input[0], f"{b}_Q4", f"{b}_scales"], [n.output[0]],
+            name=f"{n.name}_Q4" if n.name else "", domain="com.microsoft",
+            K=k, N=cols, bits=4, block_size=block_size,
+        )
+        return [node], made_inits
+
+    m, count = rewrite_weight_matmuls(src, dst, external, rewrite)
     if not any(o.domain == "com.microsoft" for o in m.opset_import):
         m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     onnx.save_model(m, dst)

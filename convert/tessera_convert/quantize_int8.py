@@ -76,17 +76,50 @@ class Weights:
             self.out.close()
 
 
-def load_graph(src: str):
-    """The model without its weights' data, its initializers by name, and how many nodes read each value."""
+def rewrite_weight_matmuls(src: str, dst: str, external: bool, rewrite, skip: Iterable[str] = ()):
+    """``src``'s graph (fp32) with every MatMul of a float 2-D initializer weight replaced by what
+    ``rewrite(node, weight, io)`` returns (its nodes and new initializers, written through ``io``),
+    one weight at a time; a weight nothing else reads is dropped, the other initializers pass
+    through (external ones rewritten). Returns the model (not yet saved to ``dst``) and how many
+    MatMuls were replaced."""
     import onnx
 
     m = onnx.load(src, load_external_data=False)
-    inits = {i.name: i for i in m.graph.initializer}
+    g = m.graph
+    inits = {i.name: i for i in g.initializer}
     readers: dict = {}
-    for n in m.graph.node:
+    for n in g.node:
         for x in n.input:
             readers[x] = readers.get(x, 0) + 1
-    return m, inits, readers
+    skip = set(skip)
+    io = Weights(src, dst, external)
+    nodes, new_inits, consumed = [], [], set()
+    count = 0
+    try:
+        for n in g.node:
+            b = n.input[1] if n.op_type == "MatMul" and len(n.input) == 2 else None
+            if b is None or b not in inits or len(inits[b].dims) != 2 or n.name in skip or inits[b].data_type != onnx.TensorProto.FLOAT:
+                nodes.append(n)
+                continue
+            count += 1
+            made_nodes, made_inits = rewrite(n, inits[b], io)
+            nodes += made_nodes
+            new_inits += made_inits
+            if readers[b] == 1:
+                consumed.add(b)
+        kept = []
+        for t in g.initializer:
+            if t.name in consumed:
+                continue
+            kept.append(io.tensor(t.name, io.read(t)) if t.data_location == onnx.TensorProto.EXTERNAL else t)
+    finally:
+        io.close()
+    del g.node[:]
+    g.node.extend(nodes)
+    del g.initializer[:]
+    g.initializer.extend(kept + new_inits)
+    del g.value_info[:]
+    return m, count
 
 
 def quantize_weight(w: np.ndarray):
@@ -102,53 +135,31 @@ def to_int8_streamed(src: str, dst: str, external: bool, exclude: Iterable[str] 
     import onnx
     from onnx import helper
 
-    m, inits, readers = load_graph(src)
-    g = m.graph
-    skip = set(exclude)
-    io = Weights(src, dst, external)
-    nodes, new_inits, dql, consumed = [], [], {}, set()
-    count = 0
-    try:
-        for n in g.node:
-            b = n.input[1] if n.op_type == "MatMul" and len(n.input) == 2 else None
-            if b is None or b not in inits or len(inits[b].dims) != 2 or n.name in skip or inits[b].data_type != onnx.TensorProto.FLOAT:
-                nodes.append(n)
-                continue
-            count += 1
-            q, scale = quantize_weight(io.read(inits[b]))
-            base = f"{b}_int8"
-            new_inits += [io.tensor(base + "_quantized", q), io.tensor(base + "_scale", scale),
-                          io.tensor(base + "_zero_point", np.zeros(scale.shape, np.int8))]
-            del q
-            if readers[b] == 1:
-                consumed.add(b)
-            a = n.input[0]
-            if a not in dql:
-                dql[a] = (f"{a}_quantized", f"{a}_scale", f"{a}_zero_point")
-                nodes.append(helper.make_node("DynamicQuantizeLinear", [a], list(dql[a]), name=f"{a}_QuantizeLinear"))
-            aq, ascale, azp = dql[a]
-            name = n.name or n.output[0]
-            nodes += [
-                helper.make_node("Mul", [ascale, base + "_scale"], [f"{name}_scales"], name=f"{name}_quant_scales_mul"),
-                helper.make_node("MatMulInteger", [aq, base + "_quantized", azp, base + "_zero_point"], [f"{name}_int32"], name=f"{name}_quant"),
-                helper.make_node("Cast", [f"{name}_int32"], [f"{name}_float"], name=f"{name}_cast", to=onnx.TensorProto.FLOAT),
-                helper.make_node("Mul", [f"{name}_float", f"{name}_scales"], [n.output[0]], name=f"{name}_quant_output_scale_mul"),
-            ]
-        kept = []
-        for t in g.initializer:
-            if t.name in consumed:
-                continue
-            if t.data_location == onnx.TensorProto.EXTERNAL:
-                kept.append(io.tensor(t.name, io.read(t)))
-            else:
-                kept.append(t)
-    finally:
-        io.close()
-    del g.node[:]
-    g.node.extend(nodes)
-    del g.initializer[:]
-    g.initializer.extend(kept + new_inits)
-    del g.value_info[:]
+    dql: dict = {}
+
+    def rewrite(n, weight, io):
+        b = weight.name
+        q, scale = quantize_weight(io.read(weight))
+        base = f"{b}_int8"
+        made_inits = [io.tensor(base + "_quantized", q), io.tensor(base + "_scale", scale),
+                      io.tensor(base + "_zero_point", np.zeros(scale.shape, np.int8))]
+        del q
+        made_nodes = []
+        a = n.input[0]
+        if a not in dql:
+            dql[a] = (f"{a}_quantized", f"{a}_scale", f"{a}_zero_point")
+            made_nodes.append(helper.make_node("DynamicQuantizeLinear", [a], list(dql[a]), name=f"{a}_QuantizeLinear"))
+        aq, ascale, azp = dql[a]
+        name = n.name or n.output[0]
+        made_nodes += [
+            helper.make_node("Mul", [ascale, base + "_scale"], [f"{name}_scales"], name=f"{name}_quant_scales_mul"),
+            helper.make_node("MatMulInteger", [aq, base + "_quantized", azp, base + "_zero_point"], [f"{name}_int32"], name=f"{name}_quant"),
+            helper.make_node("Cast", [f"{name}_int32"], [f"{name}_float"], name=f"{name}_cast", to=onnx.TensorProto.FLOAT),
+            helper.make_node("Mul", [f"{name}_float", f"{name}_scales"], [n.output[0]], name=f"{name}_quant_output_scale_mul"),
+        ]
+        return made_nodes, made_inits
+
+    m, count = rewrite_weight_matmuls(src, dst, external, rewrite, exclude)
     if not any(o.domain in ("", "ai.onnx") and o.version >= 10 for o in m.opset_import):
         raise RuntimeError(f"{src}: opset below 10 has no MatMulInteger")
     onnx.save_model(m, dst)
