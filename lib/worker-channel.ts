@@ -1,4 +1,18 @@
-import type { Transferable, Worker } from "node:worker_threads";
+import type { Transferable } from "node:worker_threads";
+
+/**
+ * What the channel needs of its worker: a `node:worker_threads` Worker, or a thread reached
+ * through a port whose lifecycle another thread reports (onnx-host-client.ts).
+ */
+export interface ChannelWorker {
+  postMessage(message: unknown, transfer?: readonly Transferable[]): void;
+  /** "message" (the reply), "error" and "messageerror" (an Error), "exit" (the exit code). */
+  // biome-ignore lint/suspicious/noExplicitAny: the listener type of Worker.on, so that a Worker is one
+  on(event: "message" | "error" | "messageerror" | "exit", listener: (...args: any[]) => void): unknown;
+  ref(): void;
+  unref(): void;
+  terminate(): Promise<number>;
+}
 
 /** A request without the id the channel gives it (distributes over a union of requests). */
 export type Unnumbered<R> = R extends { id: number } ? Omit<R, "id"> : never;
@@ -8,7 +22,7 @@ export type Settled = { value: unknown } | { error: Error };
 
 export interface WorkerChannelOptions<Reply extends { id: number }> {
   /** Starts the worker (startModuleWorker): at once, and again after an exit where `restart` is set. */
-  start(): Worker;
+  start(): ChannelWorker;
   /** How errors name the worker: "the text worker". */
   name: string;
   /** What a reply settles its call with. */
@@ -24,7 +38,7 @@ export interface WorkerChannelOptions<Reply extends { id: number }> {
   onExit?(code: number): void;
 }
 
-type Pending = { worker: Worker; resolve: (value: unknown) => void; reject: (err: Error) => void };
+type Pending = { worker: ChannelWorker; resolve: (value: unknown) => void; reject: (err: Error) => void };
 
 /**
  * Typed request/reply calls to one worker thread. Each call gets an id the worker's reply
@@ -34,12 +48,12 @@ type Pending = { worker: Worker; resolve: (value: unknown) => void; reject: (err
  * gone and fails later calls.
  */
 export class WorkerChannel<Request extends { id: number }, Reply extends { id: number }> {
-  #worker: Worker | undefined;
+  #worker: ChannelWorker | undefined;
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   #gone: Error | undefined;
   /** Calls pending on each worker: it is ref'd while it has any. */
-  readonly #inFlight = new Map<Worker, number>();
+  readonly #inFlight = new Map<ChannelWorker, number>();
 
   constructor(private readonly options: WorkerChannelOptions<Reply>) {
     if (options.lazy !== true) this.#worker = this.#start();
@@ -95,7 +109,7 @@ export class WorkerChannel<Request extends { id: number }, Reply extends { id: n
     await worker.terminate();
   }
 
-  #start(): Worker {
+  #start(): ChannelWorker {
     const worker = this.options.start();
     const { name } = this.options;
     worker.unref();
@@ -118,7 +132,7 @@ export class WorkerChannel<Request extends { id: number }, Reply extends { id: n
   }
 
   /** Fails the calls pending on `worker`; a channel without restart is gone with `err`. */
-  #lost(worker: Worker, err: Error): void {
+  #lost(worker: ChannelWorker, err: Error): void {
     if (!this.options.restart && worker === this.#worker) this.#gone ??= err;
     for (const [id, p] of this.#pending) {
       if (p.worker !== worker) continue;

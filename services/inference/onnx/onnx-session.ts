@@ -4,6 +4,7 @@ import path from "node:path";
 import * as ort from "onnxruntime-node";
 import type { Logger } from "../../../lib/logger.js";
 import type { OpenDeviceGraph } from "../decoder/device-kv.js";
+import { sessionHostReady } from "./onnx-host-client.js";
 import { WorkerSession } from "./onnx-worker-session.js";
 
 export type ExecutionProvider = "cpu" | "cuda" | "webgpu";
@@ -70,8 +71,11 @@ export function cudaProviderInstalled(): boolean {
  */
 export async function openSession(model: string | Uint8Array, options: SessionOptions = {}): Promise<OpenedSession> {
   const modelPath = options.label ?? (typeof model === "string" ? model : "(in memory)");
+  const onWorker = options.worker ?? ortWorkerDefault();
+  // The host's session must be the process's first for its workers to flush denormals (onnx-host.ts).
+  if (onWorker || ortWorkerDefault()) await sessionHostReady();
   const create = (o: ort.InferenceSession.SessionOptions): Promise<ort.InferenceSession> =>
-    (options.worker ?? ortWorkerDefault())
+    onWorker
       ? WorkerSession.open(model, o)
       : typeof model === "string"
         ? ort.InferenceSession.create(model, o)

@@ -3,16 +3,9 @@
 // which sends a batch whose rows all repeat one row (a readout's past) as that one row; and
 // `handOver`, which sends a feed's buffer without a copy.
 import * as ort from "onnxruntime-node";
-import { startModuleWorker } from "../../../lib/module-worker.js";
 import { type Unnumbered, WorkerChannel } from "../../../lib/worker-channel.js";
-import {
-  WORKER_MARK,
-  type OpenedReply,
-  type WireTensor,
-  type WorkerReply,
-  type WorkerRequest,
-  type WorkerRunTiming,
-} from "./onnx-worker.js";
+import { startSessionWorker } from "./onnx-host-client.js";
+import type { OpenedReply, WireTensor, WorkerReply, WorkerRequest, WorkerRunTiming } from "./onnx-worker.js";
 
 /** Ids of the shared buffers rows were sent from (see WireTensor.rowKey). */
 const sharedIds = new WeakMap<SharedArrayBuffer, number>();
@@ -109,10 +102,12 @@ export class WorkerSession implements ort.InferenceSession {
   outputMetadata: readonly ort.InferenceSession.ValueMetadata[] = [];
   /** The session's worker thread (onnx-worker.ts); gone once released or crashed, after which every request fails. */
   readonly #channel = new WorkerChannel<WorkerRequest, WorkerReply>({
-    start: () => startModuleWorker("onnx-worker", import.meta.url, WORKER_MARK),
+    start: startSessionWorker,
     name: "ONNX Runtime worker",
     settle: (reply) => (reply.ok ? { value: reply } : { error: Object.assign(new Error(reply.error.message), { name: reply.error.name }) }),
   });
+  /** Whether the worker's thread flushes denormal floats to zero (onnx-host.ts says why it matters). */
+  flushesDenormals = false;
   /** Where the last run spent its time (the worker's fill and ONNX Runtime run, and the whole round trip). */
   lastRun: (WorkerRunTiming & { totalMs: number }) | undefined;
 
@@ -127,6 +122,7 @@ export class WorkerSession implements ort.InferenceSession {
       session.outputNames = opened.outputNames;
       session.inputMetadata = opened.inputMetadata;
       session.outputMetadata = opened.outputMetadata;
+      session.flushesDenormals = opened.flushesDenormals;
       return session;
     } catch (err) {
       await session.#channel.terminate(new Error("ONNX Runtime session failed to open"));

@@ -2,8 +2,9 @@
 // model synchronously on the calling thread (its Promise only defers the call), so a forward
 // on the main thread blocks the event loop for its whole length. The main-thread side is
 // `WorkerSession` in onnx-worker-session.ts; this file is the worker's entry point and the messages.
-import { parentPort, workerData } from "node:worker_threads";
+import { type MessagePort, parentPort, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
+import { FLUSH_DENORMALS, threadFlushesDenormals } from "./onnx-denormals.js";
 
 /** A tensor crossing the thread boundary: its data buffer is transferred or shared, not copied. */
 export interface WireTensor {
@@ -35,6 +36,8 @@ export type WorkerRequest =
   | { kind: "release"; id: number };
 
 export interface OpenedReply {
+  /** Whether this thread flushes denormal floats to zero (a worker started by onnx-host.ts does). */
+  flushesDenormals: boolean;
   inputNames: string[];
   outputNames: string[];
   inputMetadata: ort.InferenceSession.ValueMetadata[];
@@ -55,6 +58,12 @@ export type WorkerReply =
 
 /** Marks the worker data of a session worker, so importing this file elsewhere serves nothing. */
 export const WORKER_MARK = "tessera-ort-worker";
+
+/** A session worker's workerData: its mark, and the port of the thread it serves (onnx-host.ts starts it for the main thread). */
+export interface SessionWorkerData {
+  mark: typeof WORKER_MARK;
+  port: MessagePort;
+}
 
 /** How long the buffers of repeated rows are kept unused before they are let go. */
 const ROW_BUFFERS_IDLE_MS = 30_000;
@@ -128,7 +137,7 @@ function tensorOf(name: string, w: WireTensor, rowBuffers: RowBuffers): ort.Tens
   return new ort.Tensor(w.type, data as never, w.dims);
 }
 
-function serve(port: NonNullable<typeof parentPort>): void {
+function serve(port: MessagePort): void {
   let session: ort.InferenceSession | undefined;
   const rowBuffers = new RowBuffers();
 
@@ -136,13 +145,17 @@ function serve(port: NonNullable<typeof parentPort>): void {
     switch (req.kind) {
       case "open": {
         if (session !== undefined) throw new Error("session already open");
+        const extra = req.options.extra ?? {};
+        const sessionConfig = { ...(extra.session as object | undefined), ...FLUSH_DENORMALS.session };
+        const options = { ...req.options, extra: { ...extra, session: sessionConfig } };
         session = await (typeof req.model === "string"
-          ? ort.InferenceSession.create(req.model, req.options)
-          : ort.InferenceSession.create(req.model, req.options));
+          ? ort.InferenceSession.create(req.model, options)
+          : ort.InferenceSession.create(req.model, options));
         return {
           id: req.id,
           ok: true,
           opened: {
+            flushesDenormals: threadFlushesDenormals(),
             inputNames: [...session.inputNames],
             outputNames: [...session.outputNames],
             inputMetadata: [...session.inputMetadata],
@@ -203,4 +216,5 @@ function serve(port: NonNullable<typeof parentPort>): void {
   });
 }
 
-if (parentPort !== null && workerData === WORKER_MARK) serve(parentPort);
+const data = workerData as Partial<SessionWorkerData> | undefined;
+if (parentPort !== null && data?.mark === WORKER_MARK && data.port !== undefined) serve(data.port);
