@@ -17,6 +17,7 @@ import { appendGraph, downloadGraph, gatherGraph } from "../onnx/onnx-kv-graphs.
 import { readoutGraph, usesExternalData } from "../onnx/onnx-readout.js";
 import { modelText, type ModelText } from "../prompt/model-text.js";
 import { openSession, ortWorkerDefault, type ExecutionProvider, type OpenedSession } from "../onnx/onnx-session.js";
+import { WorkerSession } from "../onnx/onnx-worker-session.js";
 import { maxTokenBytes } from "../prompt/text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "../prompt/tokenizer.js";
 
@@ -119,6 +120,11 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
   if (!staged.readout) options.logger?.warn({ onnxPath }, "model opset < 13: the greedy readout runs in JS from the logits");
   if (!staged.skippableHead)
     options.logger?.warn({ onnxPath }, "the output head cannot be made conditional: prefills compute logits they do not read");
+  if (session instanceof WorkerSession && executionProviders[0] === "cpu" && !session.flushesDenormals)
+    options.logger?.warn(
+      { onnxPath },
+      "the session's worker computes with denormal floats (another ONNX Runtime session opened first in this process): long prefills are ~30% slower (services/inference/README.md, Denormals)",
+    );
 
   return {
     dir: root,

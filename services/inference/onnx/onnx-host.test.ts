@@ -89,4 +89,20 @@ describe("session workers started by the host thread", () => {
     const released = await run(`session.release().then(() => console.log("released"));`);
     expect(released.stdout.trim()).toBe("released");
   }, 60_000);
+
+  it("report that they compute with denormals when another session opened first in the process", async () => {
+    // ONNX Runtime applies the option of the process's first session only: here a session on
+    // the main thread, without it, comes first (what the model loader warns about).
+    const script = `
+      import * as ort from "onnxruntime-node";
+      import { openSession } from ${JSON.stringify(new URL("./onnx-session.ts", import.meta.url).href)};
+      await ort.InferenceSession.create(${JSON.stringify(MODEL)});
+      const { session } = await openSession(${JSON.stringify(MODEL)}, { intraOpThreads: 1, worker: true });
+      console.log("flushes", session.flushesDenormals);
+      await session.release();`;
+    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      timeout: 30_000,
+    });
+    expect(stdout.trim()).toBe("flushes false");
+  }, 60_000);
 });
