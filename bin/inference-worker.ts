@@ -41,6 +41,7 @@ export async function startInferenceWorker(
     imageLimits: { maxImages: config.maxImages, maxPixels: config.maxImagePixels, maxBytes: config.maxImageBytes },
     maxScoreWorkTokens: config.maxDecisionWorkTokens,
     maxScoreRowTokens: config.maxDecisionRowTokens,
+    prefillChunk: config.prefillChunkTokens,
     intraOpThreads: config.intraOpThreads,
     executionProviders: config.executionProviders,
     gpuFallback: config.gpuFallback,

@@ -124,6 +124,15 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: integer(64, 100_000),
   },
   {
+    env: "TESSERA_PREFILL_CHUNK_TOKENS",
+    key: "prefillChunkTokens",
+    fallback: "0",
+    help:
+      "Most prompt tokens per prefill forward (whole 64-token blocks) of a chat prompt or a decision's state; 0: 512 on the CPU, " +
+      "where smaller chunks skip the attention a long forward computes and masks away (bench/prefill.ts), 2048 on a GPU.",
+    parse: integer(0, 100_000),
+  },
+  {
     env: "TESSERA_CONVERT_PYTHON",
     key: "convertPython",
     fallback: "",

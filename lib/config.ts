@@ -27,6 +27,7 @@ export interface Config {
   maxDecisionWorkTokens: number;
   /** Most tokens of one forward of a decision: a longer question row is refused (400). */
   maxDecisionRowTokens: number;
+  prefillChunkTokens: number;
   intraOpThreads: number;
   /** Run ONNX Runtime sessions on a worker thread. */
   ortWorker: boolean;

@@ -51,6 +51,7 @@ export async function readLabelled(
     queue: 1,
     maxScoreWorkTokens: config.maxDecisionWorkTokens,
     maxScoreRowTokens: config.maxDecisionRowTokens,
+    prefillChunk: config.prefillChunkTokens,
     intraOpThreads: config.intraOpThreads,
     executionProviders: config.executionProviders,
     ortWorker: config.ortWorker,

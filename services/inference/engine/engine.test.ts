@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StopMatcher } from "../decoder/reply-text.js";
 import type { Finished } from "../decoder/sequence.js";
-import { createModelRuntime, type ModelRuntime } from "./runtime.js";
+import { createModelRuntime, DEFAULT_CPU_PREFILL_CHUNK, type ModelRuntime } from "./runtime.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import type { GenerationEvent } from "./scheduler.js";
 import { TINY_MODEL_DIR, recordingRunner, referenceGenerate, type RecordedForward } from "../../../test/helpers/inference-engine.js";
@@ -105,6 +105,22 @@ describe("KV cache", () => {
     const ours = forwards.slice(0, got.forwardPasses);
     expect(ours.slice(0, 3).map((f) => f.fetch)).toEqual(Array(3).fill({ present: true, output: "none" }));
     expect(ours.slice(3).every((f) => f.fetch.output === "readout")).toBe(true);
+  });
+
+  it("prefills in chunks of 512 tokens on the CPU by default, and a prompt in chunks equals it in one forward", async () => {
+    const prompt = promptOf(1100);
+    const { engine, forwards } = engineWith("threshold(0.9)");
+    expect(engine.prefillChunk).toBe(DEFAULT_CPU_PREFILL_CHUNK);
+    const got = await generate(engine, prompt, 40);
+    const prefills = forwards.filter((f) => f.fetch.present && f.fetch.output === "none");
+    expect(prefills.map((f) => [f.past, f.seq])).toEqual([
+      [0, 512],
+      [512, 512],
+      [1024, 64],
+    ]);
+    const whole = engineWith("threshold(0.9)", 2048);
+    expect((await generate(whole.engine, prompt, 40)).finished.tokens).toEqual(got.finished.tokens);
+    expect(whole.forwards.filter((f) => f.fetch.present && f.fetch.output === "none").map((f) => f.seq)).toEqual([1088]);
   });
 });
 

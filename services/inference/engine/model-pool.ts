@@ -37,7 +37,7 @@ export interface ModelPoolOptions {
   threshold?: number | undefined;
   /** The server's unmasking policy (default: each model's config.json `decoding.policy`, else `threshold`). */
   unmaskPolicy?: string | undefined;
-  /** Most prompt tokens per prefill forward (default 2048). */
+  /** Most prompt tokens per prefill forward (TESSERA_PREFILL_CHUNK_TOKENS; unset or 0: 512 on the CPU, 2048 on a GPU). */
   prefillChunk?: number;
   /** Images per request, pixels and bytes per image, for models with vision (TESSERA_MAX_IMAGE*). */
   imageLimits?: CanvasImageLimits;

@@ -37,9 +37,6 @@ export interface ScoreOutput {
   inputTokens: number;
 }
 
-/** Most prefix tokens per prefill forward (whole blocks). */
-const PREFILL_CHUNK = 2048;
-
 /** Floats a readout forward may allocate (logits + mask + past copies), about 64 MB. */
 const FORWARD_BUDGET = 16 * 1024 * 1024;
 
@@ -206,7 +203,7 @@ export async function scoreSuffixes(
   }
   // This request's forwards, as the fair runner tells them from other requests'.
   const lane = {};
-  const chunk = Math.max(blockSize, Math.floor(Math.min(PREFILL_CHUNK, maxRow) / blockSize) * blockSize);
+  const chunk = Math.max(blockSize, Math.floor(Math.min(engine.prefillChunk, maxRow) / blockSize) * blockSize);
   const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
   const run = (inputs: ForwardInputs, fetch: ForwardFetch) =>
     timer.forward(fetch.present ? "prefill" : "rows", inputs, engine.model.session, () =>
