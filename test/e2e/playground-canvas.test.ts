@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildPlayground } from "../../web/build.js";
 import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
-import { openPage } from "../helpers/browser.js";
+import { openPage, watchDenoiseView } from "../helpers/browser.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
@@ -25,21 +25,7 @@ interface Seen {
   done: boolean;
 }
 
-// Given as text and evaluated over the DevTools protocol (the page's CSP refuses string evaluation).
-const WATCH_CANVAS = `(() => {
-  const view = document.querySelector('[data-testid="denoise-view"]');
-  window.seen = [];
-  new MutationObserver(() => {
-    const reply = document.querySelector('[data-testid="chat-reply"]');
-    window.seen.push({
-      block: view.dataset.block ?? "",
-      noise: view.querySelectorAll('[data-state="noise"]').length,
-      accepted: view.querySelectorAll('[data-state="accepted"]').length,
-      committed: view.querySelectorAll('[data-state="committed"]').length,
-      done: reply?.getAttribute("data-done") === "true",
-    });
-  }).observe(view, { subtree: true, childList: true, attributes: true });
-})()`;
+const WATCH_CANVAS = watchDenoiseView(["noise", "accepted", "committed"]);
 
 describe.skipIf(!HAVE_CONVERT_VENV)("playground: the denoising view of a canvas model", () => {
   let tessera: TestTessera;

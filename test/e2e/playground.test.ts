@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildPlayground } from "../../web/build.js";
-import { failedLoad, openPage } from "../helpers/browser.js";
+import { failedLoad, openPage, watchDenoiseView } from "../helpers/browser.js";
 import { REPO_ROOT, startTestTessera, type TestTessera } from "../helpers/tessera.js";
 
 const SHOTS = process.env["TESSERA_SCREENSHOTS"] === "docs" ? join(REPO_ROOT, "docs") : mkdtempSync(join(tmpdir(), "tessera-shots-"));
@@ -45,20 +45,7 @@ interface Seen {
 // Code that runs in the page is given as text (this test is compiled without the DOM's types)
 // and evaluated by the DevTools protocol: the page's CSP refuses string evaluation itself.
 
-/** Records, after every change of the denoising view, its block, the cells by state and whether the reply finished. */
-const WATCH_DENOISING = `(() => {
-  const view = document.querySelector('[data-testid="denoise-view"]');
-  window.seen = [];
-  new MutationObserver(() => {
-    const reply = document.querySelector('[data-testid="chat-reply"]');
-    window.seen.push({
-      block: view.dataset.block ?? "",
-      masked: view.querySelectorAll('[data-state="masked"]').length,
-      committed: view.querySelectorAll('[data-state="committed"]').length,
-      done: reply?.getAttribute("data-done") === "true",
-    });
-  }).observe(view, { subtree: true, childList: true, attributes: true });
-})()`;
+const WATCH_DENOISING = watchDenoiseView(["masked", "committed"]);
 
 /** Elements that reach past the right edge of the viewport, named. */
 const WIDER_THAN_SCREEN = `[...document.querySelectorAll("body *")]

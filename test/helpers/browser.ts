@@ -42,3 +42,27 @@ export async function openPage(viewport = { width: 1280, height: 900 }): Promise
 /** Chromium's console note of a response with this status (the page shows the error itself). */
 export const failedLoad = (status: number) =>
   new RegExp(`^console: Failed to load resource: the server responded with a status of ${status} `);
+
+/**
+ * Page code (given as text: the page's CSP refuses string evaluation, and the tests are compiled
+ * without the DOM's types) that records in `window.seen`, after every change of the denoising
+ * view, its block, how many cells are in each of `states` (a field per state) and whether the
+ * reply finished.
+ */
+export function watchDenoiseView(states: readonly string[]): string {
+  const counts = states
+    .map((s) => `${JSON.stringify(s)}: view.querySelectorAll('[data-state=${JSON.stringify(s)}]').length,`)
+    .join("\n      ");
+  return `(() => {
+  const view = document.querySelector('[data-testid="denoise-view"]');
+  window.seen = [];
+  new MutationObserver(() => {
+    const reply = document.querySelector('[data-testid="chat-reply"]');
+    window.seen.push({
+      block: view.dataset.block ?? "",
+      ${counts}
+      done: reply?.getAttribute("data-done") === "true",
+    });
+  }).observe(view, { subtree: true, childList: true, attributes: true });
+})()`;
+}

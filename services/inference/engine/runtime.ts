@@ -132,14 +132,12 @@ export function createModelRuntime(options: ModelRuntimeOptions): ModelRuntime {
   const ortRunner = createOrtRunner(options.model.session, kvShapeOf(options.model), ortRunnerOptions(options));
   const runner = fairRunner(options.wrapRunner ? options.wrapRunner(ortRunner) : ortRunner);
   const decode = decodeModelOf(options.model);
-  const chunk =
+  const prefillChunk =
     options.prefillChunk !== undefined && options.prefillChunk > 0
       ? options.prefillChunk
       : options.model.executionProviders[0] === "cpu"
         ? DEFAULT_CPU_PREFILL_CHUNK
         : DEFAULT_DEVICE_PREFILL_CHUNK;
-  // Whole blocks only: a block's KV is exact only when the whole block was in one forward.
-  const prefillChunk = Math.max(decode.blockSize, Math.floor(chunk / decode.blockSize) * decode.blockSize);
   const scheduler = new Scheduler({
     name: options.name,
     model: decode,
@@ -163,7 +161,7 @@ export function createModelRuntime(options: ModelRuntimeOptions): ModelRuntime {
     threshold,
     maxScoreWorkTokens: options.maxScoreWorkTokens ?? DEFAULT_MAX_SCORE_WORK_TOKENS,
     maxScoreRowTokens: options.maxScoreRowTokens ?? DEFAULT_MAX_SCORE_ROW_TOKENS,
-    prefillChunk,
+    prefillChunk: scheduler.prefillChunk,
     metrics: options.metrics,
     close: async () => {
       await scheduler.close();

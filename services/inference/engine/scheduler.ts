@@ -21,8 +21,8 @@ export interface SchedulerOptions {
   runner: ForwardRunner;
   slots: number;
   queue: number;
-  /** Most prompt tokens per prefill forward (rounded to whole blocks). Default 2048. */
-  prefillChunk?: number;
+  /** Most prompt tokens per prefill forward (rounded down to whole blocks, at least one). */
+  prefillChunk: number;
   metrics?: EngineMetrics;
   logger?: Logger;
   clock?: () => number;
@@ -54,7 +54,8 @@ export class Scheduler {
   readonly slots: SlotPool;
   private readonly active: Entry[] = [];
   private readonly builder: BatchBuilder;
-  private readonly prefillChunk: number;
+  /** Most prompt tokens per prefill forward: whole blocks. */
+  readonly prefillChunk: number;
   private readonly now: () => number;
   private running = false;
   private closed = false;
@@ -64,8 +65,7 @@ export class Scheduler {
     const { model } = options;
     this.builder = new BatchBuilder(model.kvShape, model.blockSize, model.padTokenId);
     // Whole blocks only: a block's KV is exact only when the whole block was in one forward.
-    const chunk = options.prefillChunk ?? 2048;
-    this.prefillChunk = Math.max(model.blockSize, Math.floor(chunk / model.blockSize) * model.blockSize);
+    this.prefillChunk = Math.max(model.blockSize, Math.floor(options.prefillChunk / model.blockSize) * model.blockSize);
     this.now = options.clock ?? (() => performance.now() / 1000);
     this.slots = new SlotPool(options.name, options.slots, options.queue, (busy) =>
       options.metrics?.slotsBusy.set({ model: options.name }, busy),

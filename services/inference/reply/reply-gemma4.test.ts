@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { ChatSpecialTokens } from "../engine/model-config.js";
 import { cutGemma4Call, parseGemma4Call } from "./reply-gemma4.js";
 import { createReplyParser, type ReplyParserOptions } from "./reply-parser.js";
+import { splitAt } from "../../../test/helpers/text-chunks.js";
 
 // Gemma 4's reply format, as a canvas model's config names it (convert/tessera_convert/diffusion_gemma.py).
 const GEMMA4: ChatSpecialTokens = {
@@ -11,18 +12,6 @@ const GEMMA4: ChatSpecialTokens = {
   toolCallFormat: "gemma4",
 };
 const Q = '<|"|>';
-
-function splitAt(text: string, cuts: number[]): string[] {
-  const points = [...new Set(cuts.map((c) => c % (text.length + 1)))].sort((a, b) => a - b);
-  const chunks: string[] = [];
-  let from = 0;
-  for (const point of points) {
-    chunks.push(text.slice(from, point));
-    from = point;
-  }
-  chunks.push(text.slice(from));
-  return chunks;
-}
 
 function parse(chunks: string[], options: Partial<ReplyParserOptions> = {}) {
   let n = 0;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { createReplyParser, newToolCallId, type ReplyDelta, type ReplyParserOptions, type ToolCallPiece } from "./reply-parser.js";
+import { splitAt } from "../../../test/helpers/text-chunks.js";
 
 interface MergedCall {
   index: number;
@@ -54,18 +55,6 @@ function parse(chunks: string[], options: Partial<ReplyParserOptions> = {}): Par
     sawToolCall: last.sawToolCall,
     deltas,
   };
-}
-
-function splitAt(text: string, cuts: number[]): string[] {
-  const points = [...new Set(cuts.map((c) => c % (text.length + 1)))].sort((a, b) => a - b);
-  const chunks: string[] = [];
-  let from = 0;
-  for (const point of points) {
-    chunks.push(text.slice(from, point));
-    from = point;
-  }
-  chunks.push(text.slice(from));
-  return chunks;
 }
 
 describe("reply parser: plain text", () => {
