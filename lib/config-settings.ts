@@ -10,6 +10,8 @@ export interface Setting<K extends keyof Config> {
   key: K;
   /** The default as the help shows it; undefined means unset. */
   fallback: string | undefined;
+  /** The default as docs/configuration.md shows it, where `fallback` depends on the machine. */
+  documentedDefault?: string;
   help: string;
   /** Turns the raw text into the value or throws an Error whose message says what is wrong. */
   parse: (raw: string, baseDir: string) => Config[K];
@@ -150,6 +152,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: "TESSERA_INTRA_OP_THREADS",
     key: "intraOpThreads",
     fallback: String(availableParallelism()),
+    documentedDefault: "CPU count",
     help: "ONNX Runtime intra-op threads per session (default: the CPU count).",
     parse: integer(1, 1024),
   },
@@ -295,6 +298,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: "TESSERA_WORKER_ID",
     key: "workerId",
     fallback: `${hostname()}-${process.pid}`,
+    documentedDefault: "host-pid",
     help: "Id this process's inference worker announces in its heartbeats (default: host-pid).",
     parse: (raw) => {
       if (!/^[A-Za-z0-9._:-]{1,128}$/.test(raw)) throw new Error("must be 1-128 letters, digits, . _ : -");
