@@ -6,11 +6,16 @@ import type { IncomingMessage } from "node:http";
  * from an origin not listed gets no CORS header at all, so its browser refuses the answer.
  */
 
-/** Headers a browser client sends: the key, JSON, and the OpenAI SDK's own. */
+/** Headers a browser client sends: the key, JSON, and the OpenAI and TypeSafe SDKs' own. */
 const ALLOW_HEADERS = [
   "authorization",
   "content-type",
   "accept",
+  // Firefox sends the User-Agent a page sets (the TypeSafe SDK sets one); Chromium drops it.
+  "user-agent",
+  "x-typesafe-sdk",
+  "x-typesafe-runtime",
+  "x-typesafe-retry-count",
   "openai-organization",
   "openai-project",
   "openai-beta",
@@ -31,7 +36,9 @@ const ALLOW_METHODS = "GET, POST, OPTIONS";
 const EXPOSE_HEADERS = [
   "x-service-request-id",
   "x-request-id",
+  "x-typesafe-request-id",
   "retry-after",
+  "x-should-retry",
   "x-ratelimit-remaining-requests",
   "x-ratelimit-reset-requests",
 ].join(", ");

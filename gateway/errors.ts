@@ -44,18 +44,16 @@ export class HttpError extends Error {
 
   static invalid(violations: Violation[]): HttpError {
     const first = violations[0];
-    const message = first === undefined ? "invalid request" : `${locText(first.loc)}: ${first.msg}`;
+    // The message names the field as `param` does (no internal `body.`); `detail[]` keeps each loc whole.
+    const at = first === undefined ? null : paramOf(first.loc);
+    const message = first === undefined ? "invalid request" : at === null ? first.msg : `${at}: ${first.msg}`;
     const more = violations.length > 1 ? ` (and ${violations.length - 1} more problem${violations.length > 2 ? "s" : ""})` : "";
     return new HttpError(400, "invalid_request_error", message + more, {
       code: "invalid_request",
-      param: first === undefined ? null : paramOf(first.loc),
+      param: at,
       violations,
     });
   }
-}
-
-function locText(loc: (string | number)[]): string {
-  return loc.join(".");
 }
 
 /** `["body", "messages", 0, "content"]` → `messages[0].content`. */
@@ -117,7 +115,12 @@ export function errorFromConnect(err: ConnectError): HttpError {
   }
   const quota = err.findDetails(QuotaExceededSchema)[0];
   if (quota !== undefined) {
-    return new HttpError(429, "insufficient_quota", err.rawMessage || "the quota is used up", { code: "insufficient_quota" });
+    // Waiting does not refill a quota: `x-should-retry: false` stops the clients that read it (the
+    // Stainless-style SDKs), and no retry-after invites a retry.
+    return new HttpError(429, "insufficient_quota", err.rawMessage || "the quota is used up", {
+      code: "insufficient_quota",
+      headers: { "x-should-retry": "false" },
+    });
   }
   const validation = err.findDetails(ValidationFailureSchema)[0];
   if (validation !== undefined && validation.violations.length > 0) {

@@ -5,7 +5,7 @@ import type { Metrics } from "../lib/metrics.js";
 import { MAX_BODY_BYTES } from "./body.js";
 import { governConnections } from "./connection-governor.js";
 import { errorBody, HttpError, sendError } from "./errors.js";
-import { newRequestId, OPENAI_REQUEST_ID_HEADER, REQUEST_ID_HEADER } from "./request-id.js";
+import { newRequestId, OPENAI_REQUEST_ID_HEADER, REQUEST_ID_HEADER, TYPESAFE_REQUEST_ID_HEADER } from "./request-id.js";
 
 /** A node:http request handler (the gateway's, or the Connect paths'). */
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -88,7 +88,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): { status
   socket.end(
     `HTTP/1.1 ${known.status} ${known.reason}\r\n` +
       `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-      `${REQUEST_ID_HEADER}: ${id}\r\n${OPENAI_REQUEST_ID_HEADER}: ${id}\r\nconnection: close\r\n\r\n${body}`,
+      `${REQUEST_ID_HEADER}: ${id}\r\n${OPENAI_REQUEST_ID_HEADER}: ${id}\r\n${TYPESAFE_REQUEST_ID_HEADER}: ${id}\r\nconnection: close\r\n\r\n${body}`,
   );
   return { status: known.status, code: known.code };
 }
@@ -111,7 +111,10 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
   const guarded: NodeHandler = (req, res) => {
     const refusal = headersRefusal(req, maxHeaders, maxHeaderBytes);
     if (refusal === undefined) return handler(req, res);
-    res.setHeader(REQUEST_ID_HEADER, newRequestId());
+    const id = newRequestId();
+    res.setHeader(REQUEST_ID_HEADER, id);
+    res.setHeader(OPENAI_REQUEST_ID_HEADER, id);
+    res.setHeader(TYPESAFE_REQUEST_ID_HEADER, id);
     res.shouldKeepAlive = false;
     sendError(res, "detail", new HttpError(431, "invalid_request_error", refusal, { code: "headers_too_large" }));
     req.resume();
@@ -184,6 +187,7 @@ export function createGatewayServer(handler: NodeHandler, options: GatewayServer
     const id = newRequestId();
     res.setHeader(REQUEST_ID_HEADER, id);
     res.setHeader(OPENAI_REQUEST_ID_HEADER, id);
+    res.setHeader(TYPESAFE_REQUEST_ID_HEADER, id);
     res.shouldKeepAlive = false;
     sendError(
       res,

@@ -4,7 +4,7 @@ import type { Logger } from "../lib/logger.js";
 import { ClientGone } from "./body.js";
 import type { Gate, GatedCall, SettleUsage } from "./gate.js";
 import type { MetricSeries } from "./metric-series.js";
-import { OPENAI_REQUEST_ID_HEADER, REQUEST_ID_HEADER } from "./request-id.js";
+import { OPENAI_REQUEST_ID_HEADER, REQUEST_ID_HEADER, TYPESAFE_REQUEST_ID_HEADER } from "./request-id.js";
 import type { RequestContext, RequestLogFields, Route } from "./route.js";
 
 const RATE_REMAINING_HEADER = "x-ratelimit-remaining-requests";
@@ -108,6 +108,7 @@ export class HttpRequestContext implements RequestContext, GatedCall {
     if (res.headersSent) return;
     res.setHeader(REQUEST_ID_HEADER, this.requestId);
     res.setHeader(OPENAI_REQUEST_ID_HEADER, this.requestId);
+    res.setHeader(TYPESAFE_REQUEST_ID_HEADER, this.requestId);
     for (let i = 0; i < this.extraHeaders.length; i += 2) res.setHeader(this.extraHeaders[i]!, this.extraHeaders[i + 1]!);
     if (this.admission !== undefined) setRateHeaders(res, this.admission);
   }
@@ -168,11 +169,21 @@ export class HttpRequestContext implements RequestContext, GatedCall {
     const head: string[] = this.exposed
       ? []
       : admission === undefined
-        ? [REQUEST_ID_HEADER, this.requestId, OPENAI_REQUEST_ID_HEADER, this.requestId, ...this.extraHeaders]
+        ? [
+            REQUEST_ID_HEADER,
+            this.requestId,
+            OPENAI_REQUEST_ID_HEADER,
+            this.requestId,
+            TYPESAFE_REQUEST_ID_HEADER,
+            this.requestId,
+            ...this.extraHeaders,
+          ]
         : [
             REQUEST_ID_HEADER,
             this.requestId,
             OPENAI_REQUEST_ID_HEADER,
+            this.requestId,
+            TYPESAFE_REQUEST_ID_HEADER,
             this.requestId,
             ...this.extraHeaders,
             RATE_REMAINING_HEADER,

@@ -49,7 +49,8 @@ describe("the Connect → HTTP table", () => {
       new ConnectError("used up", Code.ResourceExhausted, undefined, [{ desc: QuotaExceededSchema, value: { kind: UsageKind.TEXT } }]),
     );
     expect(quota).toMatchObject({ status: 429, type: "insufficient_quota", options: { code: "insufficient_quota" } });
-    expect(quota.options.headers).toBeUndefined();
+    // No retry-after on a spent quota, and the clients that read it are told not to retry.
+    expect(quota.options.headers).toEqual({ "x-should-retry": "false" });
   });
 
   it("hides the message of internal errors and of anything that is not an HTTP or Connect error", () => {
@@ -81,7 +82,7 @@ describe("error bodies", () => {
       body: {
         detail: violations,
         error: {
-          message: "body.questions.q1.criteria: criteria is required (and 1 more problem)",
+          message: "questions.q1.criteria: criteria is required (and 1 more problem)",
           type: "invalid_request_error",
           code: "invalid_request",
           param: "questions.q1.criteria",
@@ -99,7 +100,7 @@ describe("error bodies", () => {
     expect(status).toBe(400);
     expect(body).toEqual({
       error: {
-        message: "body.messages.2.role: bad role (and 1 more problem)",
+        message: "messages[2].role: bad role (and 1 more problem)",
         type: "invalid_request_error",
         code: "invalid_request",
         param: "messages[2].role",
@@ -117,7 +118,7 @@ describe("error bodies", () => {
       status: 422,
       body: {
         detail: [{ loc: ["body", "questions", "a b"], msg: "m", type: "t" }],
-        error: { message: "body.questions.a b: m", type: "invalid_request_error", code: "invalid_request", param: "questions.a b" },
+        error: { message: "questions.a b: m", type: "invalid_request_error", code: "invalid_request", param: "questions.a b" },
       },
     });
   });
