@@ -76,12 +76,12 @@ describe("parseDecisionRequest: valid bodies", () => {
     }
   });
 
-  it("accepts 1 and 128 options with unicode names and any description kind", () => {
+  it("accepts 1 and 255 options with unicode names and any description kind", () => {
     ok({ ...valid(), questions: { q: { type: "choice", criteria: { "only one": null } } } });
-    const options = Object.fromEntries(Array.from({ length: 128 }, (_, i) => [`选项 ${i}`, i % 2 ? null : { i }]));
+    const options = Object.fromEntries(Array.from({ length: 255 }, (_, i) => [`选项 ${i}`, i % 2 ? null : { i }]));
     const req = ok({ ...valid(), questions: { q: { type: "choice", criteria: options } } });
     const q = req.questionList[0]!.question!;
-    expect(q.criteria.case === "choice" && q.criteria.value.options).toHaveLength(128);
+    expect(q.criteria.case === "choice" && q.criteria.value.options).toHaveLength(255);
     const proto = JSON.parse(
       '{"model":"m","state":"s","questions":{"q":{"type":"choice","criteria":{"__proto__":"p","constructor":null}}}}',
     );
@@ -94,6 +94,12 @@ describe("parseDecisionRequest: valid bodies", () => {
     const levels = Array.from({ length: 10 }, (_, i) => `niveau ${i} ★`);
     const q = ok({ ...valid(), questions: { q: { type: "score", criteria: levels } } }).questionList[0]!.question!;
     expect(q.criteria.case === "score" && q.criteria.value.levels).toEqual(levels);
+  });
+
+  it("accepts object, array and null levels as the text the model reads", () => {
+    const criteria = [{ label: "calm" }, ["angry", { very: true }], null, "plain"];
+    const q = ok({ ...valid(), questions: { q: { type: "score", criteria } } }).questionList[0]!.question!;
+    expect(q.criteria.case === "score" && q.criteria.value.levels).toEqual(['{"label":"calm"}', '["angry",{"very":true}]', "", "plain"]);
   });
 
   it("ignores unknown top-level and question fields; null instructions are absent", () => {
@@ -177,10 +183,10 @@ describe("parseDecisionRequest: every rule", () => {
       ["too_short"],
     ],
     [
-      "choice with 129 options",
+      "choice with 256 options",
       {
         ...valid(),
-        questions: { q: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`o${i}`, null])) } },
+        questions: { q: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`o${i}`, null])) } },
       },
       ['["body","questions","q","criteria"]'],
       ["too_long"],
@@ -211,10 +217,10 @@ describe("parseDecisionRequest: every rule", () => {
       ["too_long"],
     ],
     [
-      "score level not a string",
-      { ...valid(), questions: { q: { type: "score", criteria: ["a", 2, "c"] } } },
-      ['["body","questions","q","criteria",1]'],
-      ["string_type"],
+      "score level a number or a boolean",
+      { ...valid(), questions: { q: { type: "score", criteria: ["a", 2, true] } } },
+      ['["body","questions","q","criteria",1]', '["body","questions","q","criteria",2]'],
+      ["value_type", "value_type"],
     ],
   ];
   it.each(cases)("%s", (_name, body, wantLocs, wantTypes) => {

@@ -1,5 +1,6 @@
-// choice: pick one of 1 to 128 named options, answered with the most likely option, every
-// option's probability and a confidence.
+// choice: pick one of 1 to 255 named options, answered with the most likely option, every
+// option's probability and a confidence. The API document says 1 to 128; the SDKs and open
+// decision models take up to 255, and a model with fewer labels than options refuses the question.
 import type { JsonValue } from "@bufbuild/protobuf";
 import { QuestionType } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { defineKey, jsonToProtoValue, protoValueToJson } from "./json-value.js";
@@ -8,7 +9,7 @@ import { finite, labelsFor, type QuestionTypeModule, quotedList, valueToText } f
 import { checkCount, isObject, MSG, optionalDescription } from "./rules.js";
 
 export const MIN_OPTIONS = 1;
-export const MAX_OPTIONS = 128;
+export const MAX_OPTIONS = 255;
 
 /** `{option: description}` as in the API, or `[option, description]` pairs in order. */
 export type ChoiceCriteriaJson = { [option: string]: JsonValue } | ReadonlyArray<readonly [string, JsonValue | undefined]>;

@@ -4,8 +4,8 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { QuestionType } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { defineKey } from "./json-value.js";
 import { scoreFromLogits } from "./probabilities.js";
-import { finite, labelsFor, type QuestionTypeModule, quotedList } from "./question-type.js";
-import { checkCount, MSG } from "./rules.js";
+import { finite, labelsFor, type QuestionTypeModule, quotedList, valueToText } from "./question-type.js";
+import { checkCount, checkDepth, MSG } from "./rules.js";
 
 export const MIN_LEVELS = 2;
 export const MAX_LEVELS = 10;
@@ -13,7 +13,7 @@ export const MAX_LEVELS = 10;
 export interface ScoreQuestionJson {
   type: "score";
   instructions?: JsonValue;
-  /** The level texts, lowest first. */
+  /** The level texts, lowest first (a structured level as the JSON text the model reads). */
   criteria: readonly string[];
 }
 
@@ -28,7 +28,7 @@ export interface ScoreAnswerJson {
 const SCORE_MSG = {
   criteria: "criteria of a score question must be an array of levels, lowest first",
   count: `a score question needs ${MIN_LEVELS} to ${MAX_LEVELS} levels`,
-  level: "a level must be a string",
+  level: "a level must be a string, an object, an array or null",
 };
 
 export const score: QuestionTypeModule<ScoreQuestionJson, ScoreAnswerJson> = {
@@ -47,10 +47,17 @@ export const score: QuestionTypeModule<ScoreQuestionJson, ScoreAnswerJson> = {
       return undefined;
     }
     checkCount(criteria.length, MIN_LEVELS, MAX_LEVELS, loc, SCORE_MSG.count, violations);
-    criteria.forEach((level, i) => {
-      if (typeof level !== "string") violations.push({ loc: [...loc, i], msg: SCORE_MSG.level, type: "string_type" });
+    // An object, array or null level is rendered as instructions and descriptions are (valueToText),
+    // and that text is the level's `legend` entry (the document's map of strings).
+    const levels = criteria.map((level: unknown, i) => {
+      if (level === null) return "";
+      if (typeof level === "string") return level;
+      const at = [...loc, i];
+      if (typeof level !== "object") violations.push({ loc: at, msg: SCORE_MSG.level, type: "value_type" });
+      else if (checkDepth(level, at, violations)) return valueToText(level as JsonValue);
+      return "";
     });
-    return { case: "score", value: { levels: criteria.filter((level): level is string => typeof level === "string") } };
+    return { case: "score", value: { levels } };
   },
 
   criteriaFromProto(criteria, loc, violations) {

@@ -296,7 +296,7 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
             id: "many",
             question: {
               type: QuestionType.CHOICE,
-              criteria: { case: "choice", value: { options: Array.from({ length: 129 }, (_, i) => ({ name: `o${i}` })) } },
+              criteria: { case: "choice", value: { options: Array.from({ length: 256 }, (_, i) => ({ name: `o${i}` })) } },
             },
           },
           { id: "s", question: { type: QuestionType.SCORE, criteria: { case: "score", value: { levels: ["one"] } } } },

@@ -199,7 +199,7 @@ describe("POST /v1/systemone", () => {
       model: 1,
       state: null,
       questions: {
-        a: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`o${i}`, null])) },
+        a: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`o${i}`, null])) },
         b: { type: "score", criteria: { "0": "low", "1": "high" } },
         c: { type: "maybe" },
         d: { type: "noul", criteria: { true: 5 } },
