@@ -81,3 +81,14 @@ export function createCors(origins: readonly string[]): Cors | undefined {
     },
   };
 }
+
+/**
+ * What a preflight that gets no CORS answer is told instead (CORS off, or its origin not listed),
+ * so that whoever reads the browser's network panel learns which setting to change.
+ */
+export function preflightRefusal(origin: string | undefined, enabled: boolean): string {
+  const from = origin === undefined ? "a page" : `origin ${JSON.stringify(origin.slice(0, 200))}`;
+  return enabled
+    ? `CORS preflight refused: ${from} is not listed in TESSERA_CORS_ORIGINS, so browsers on it may not call this API`
+    : `CORS preflight refused: browsers may call this API only from the origins listed in TESSERA_CORS_ORIGINS, which is not set on this server (\`*\` allows any)`;
+}

@@ -8,7 +8,7 @@ import { discardBody } from "./drain-body.js";
 import { HttpError, errorBody, toHttpError, type ErrorStyle } from "./errors.js";
 import type { Gate, GatedCall, GateResult } from "./gate.js";
 import type { NodeHandler } from "./http-server.js";
-import type { Cors } from "./cors.js";
+import { type Cors, preflightRefusal } from "./cors.js";
 import { createSeriesCache } from "./metric-series.js";
 import { HttpRequestContext } from "./request-context.js";
 import { newRequestId } from "./request-id.js";
@@ -269,10 +269,16 @@ export function createGatewayHandler(deps: GatewayDeps): GatewayHandler {
         return;
       }
       ctx.routeName = [...methods.values()][0]!.route.path;
-      const err = new HttpError(405, "invalid_request_error", `method ${ctx.method} is not allowed on ${path}`, {
-        code: "method_not_allowed",
-        headers: { allow: [...new Set(methods.keys())].join(", ") },
-      });
+      const preflight = ctx.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined;
+      const err = new HttpError(
+        405,
+        "invalid_request_error",
+        preflight ? preflightRefusal(req.headers.origin, cors !== undefined) : `method ${ctx.method} is not allowed on ${path}`,
+        {
+          code: preflight ? "cors_not_allowed" : "method_not_allowed",
+          headers: { allow: [...new Set(methods.keys())].join(", ") },
+        },
+      );
       refuse(ctx, [...methods.values()][0]!.route.errorStyle, err);
       return;
     }

@@ -34,7 +34,17 @@ describe("CORS", () => {
       expect(res.headers.get("access-control-allow-origin")).toBe(APP);
       expect(res.headers.get("access-control-allow-methods")).toMatch(/POST/);
       const allowed = res.headers.get("access-control-allow-headers")!.split(/,\s*/);
-      for (const header of ["authorization", "content-type", "x-stainless-os", "x-stainless-retry-count", "x-stainless-timeout"]) {
+      for (const header of [
+        "authorization",
+        "content-type",
+        "x-stainless-os",
+        "x-stainless-retry-count",
+        "x-stainless-timeout",
+        "x-typesafe-sdk",
+        "x-typesafe-runtime",
+        "x-typesafe-retry-count",
+        "user-agent",
+      ]) {
         expect(allowed).toContain(header);
       }
       expect(Number(res.headers.get("access-control-max-age"))).toBeGreaterThan(0);
@@ -47,7 +57,14 @@ describe("CORS", () => {
     expect(ok.status).toBe(200);
     expect(ok.headers.get("access-control-allow-origin")).toBe(APP);
     const exposed = ok.headers.get("access-control-expose-headers")!.split(/,\s*/);
-    for (const header of ["x-service-request-id", "x-request-id", "retry-after", "x-ratelimit-remaining-requests"]) {
+    for (const header of [
+      "x-service-request-id",
+      "x-request-id",
+      "x-typesafe-request-id",
+      "retry-after",
+      "x-should-retry",
+      "x-ratelimit-remaining-requests",
+    ]) {
       expect(exposed).toContain(header);
     }
     const refused = await tessera.fetch("/v1/models", { key: "tsr_unknown", headers: { origin: "http://localhost:5173" } });
@@ -57,18 +74,24 @@ describe("CORS", () => {
 
   it("gives an unlisted origin nothing: no CORS header, and its preflight is not allowed", async () => {
     const res = await preflight("https://evil.example");
-    expect(res.status).not.toBe(204);
+    expect(res.status).toBe(405);
     expect(res.headers.get("access-control-allow-origin")).toBeNull();
+    // Whoever reads the network panel learns which setting to change.
+    expect(((await res.json()) as { error: { message: string; code: string } }).error).toMatchObject({
+      code: "cors_not_allowed",
+      message: expect.stringMatching(/"https:\/\/evil\.example" is not listed in TESSERA_CORS_ORIGINS/),
+    });
     const get = await tessera.fetch("/v1/models", { headers: { origin: "https://evil.example" } });
     expect(get.status).toBe(200);
     expect(get.headers.get("access-control-allow-origin")).toBeNull();
     expect(get.headers.get("access-control-expose-headers")).toBeNull();
   });
 
-  it("every answer carries x-request-id equal to x-service-request-id", async () => {
+  it("every answer carries x-request-id and x-typesafe-request-id equal to x-service-request-id", async () => {
     for (const res of [await tessera.fetch("/v1/models"), await tessera.fetch("/v1/nothing"), await tessera.fetch("/healthz")]) {
-      expect(res.headers.get("x-request-id")).toMatch(/^req_/);
+      expect(res.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
       expect(res.headers.get("x-request-id")).toBe(res.headers.get("x-service-request-id"));
+      expect(res.headers.get("x-typesafe-request-id")).toBe(res.headers.get("x-service-request-id"));
     }
   });
 });
