@@ -9,6 +9,7 @@ import string
 from typing import Dict, List
 
 from .checkpoint import read_json
+from .errors import ConvertError
 from .families import Checkpoint
 
 CONTRACT_VERSION = 2
@@ -102,28 +103,35 @@ def letters(n: int) -> List[str]:
     return out[:n]
 
 
+def template_file(ck: Checkpoint) -> str:
+    """The file the checkpoint's chat template was read from, for messages."""
+    inline = isinstance(ck.tokenizer_config.get("chat_template"), (str, list)) and ck.tokenizer_config.get("chat_template")
+    return os.path.join(ck.dir, "tokenizer_config.json" if inline else "chat_template.jinja")
+
+
 def decision_json(ck: Checkpoint) -> dict:
     """Decision prompts in the model's own chat format: the chat template rendered around markers."""
-    return decision_json_for(ck.chat_template)
+    return decision_json_for(ck.chat_template, where=template_file(ck))
 
 
-def decision_json_for(chat_template: str, answer_slot: str = "mask", **specials: str) -> dict:
+def decision_json_for(chat_template: str, answer_slot: str = "mask", where: str = "the chat template", **specials: str) -> dict:
     """decision.json from a chat template. `answer_slot` says how the engine reads the answer ("mask":
     a masked slot after the prompt; "canvas": the first canvas position of a canvas model's first
     denoising step, docs/model-contract.md); `specials` are the template's extra variables
-    (bos_token, eos_token), as the engine renders it."""
-    import jinja2
+    (bos_token, eos_token), as the engine renders it. The template is rendered in the bounded
+    sandbox (template.py); `where` names its file in a refusal."""
+    from .template import render_template
 
-    env = jinja2.Environment(keep_trailing_newline=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = lambda v, **_: json.dumps(v, ensure_ascii=False)
-    template = env.from_string(chat_template)
-    rendered = template.render(
+    rendered = render_template(
+        chat_template, where,
         messages=[
             {"role": "system", "content": "Answer the question about the state below with the label of one answer only."},
             {"role": "user", "content": f"State:\n{STATE_MARK}\n{QUESTION_MARK}"},
         ],
         tools=None, add_generation_prompt=True, enable_thinking=False, **specials,
     )
+    if rendered.count(STATE_MARK) != 1 or rendered.count(QUESTION_MARK) != 1:
+        raise ConvertError(f"{where}: the chat template does not render the decision prompt's user message once")
     prefix, rest = rendered.split(STATE_MARK)
     between, after = rest.split(QUESTION_MARK)
     esc = lambda s: s.replace("{", "{{ '{' }}").replace("}", "{{ '}' }}")  # noqa: E731  literal text inside Jinja
