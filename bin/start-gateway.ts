@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import type { Client } from "@connectrpc/connect";
 import type { DecisionService } from "../gen/tessera/decision/v1/decision_pb.js";
 import type { RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
+import { connectHolds } from "../gateway/admission.js";
 import { createAuthThrottle } from "../gateway/auth-throttle.js";
 import { createConnectMount } from "../gateway/connect-mount.js";
 import { createCors } from "../gateway/cors.js";
@@ -65,7 +66,11 @@ export async function startGateway(w: GatewayWiring): Promise<RunningGateway> {
     maxUrlBytes: config.maxUrlBytes,
     cors: createCors(config.corsOrigins),
     deadlineMs: config.requestDeadlineMs,
-    connect: createConnectMount({ routes: w.connect, gate }),
+    connect: createConnectMount({
+      routes: w.connect,
+      gate,
+      holds: connectHolds({ inferenceFor: w.inferenceFor, decision: w.decision, maxDecisionWorkTokens: config.maxDecisionWorkTokens }),
+    }),
   });
   const { server, port, url } = await listenGateway(handler, config, metrics, logger);
   const ops = await listenOps(handler, config, logger);

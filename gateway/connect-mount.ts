@@ -1,9 +1,21 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { createContextKey, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { type DescMessage, type MessageShape, toBinary } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createContextKey,
+  createContextValues,
+  type ConnectRouter,
+  type Interceptor,
+  type StreamRequest,
+  type UnaryRequest,
+} from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { UsageKind } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { type DecideResponse, DecisionService } from "../gen/tessera/decision/v1/decision_pb.js";
 import { type GenerateResponse, InferenceService, type ScoreResponse } from "../gen/tessera/inference/v1/inference_pb.js";
+import type { HoldSizer } from "./admission.js";
 import { MAX_BODY_BYTES } from "./body.js";
 import { HttpError, sendError } from "./errors.js";
 import { deliveredByGenerate } from "./checkpoints.js";
@@ -45,23 +57,56 @@ const gatedCallKey = createContextKey<GatedCall | undefined>(undefined, { descri
 /**
  * Typed clients reach the services on the public port too, so they pass the same gate as the
  * JSON routes (gate.ts): a Bearer key (Unauthenticated without one), the key's per-minute
- * limit, and for calls that use a quota, admission (at least one token left) and settlement
- * of the usage the response reports. A quota can be overshot by the calls in flight when it
- * runs out, as their size is only known afterwards.
+ * limit, and for calls that use a quota, admission and settlement of the usage the response
+ * reports. A method with a hold sizer (admission.ts) is admitted as its JSON route is: a key
+ * with no token left is refused first, then the request is sized and the hold reserved
+ * (resource_exhausted when it does not fit), so parallel calls cannot overdraw a quota.
  */
-export function gateInterceptor(gate: Gate, charges: ReadonlyMap<string, Charge> = CONNECT_CHARGES): Interceptor {
+export function gateInterceptor(
+  gate: Gate,
+  holds: ReadonlyMap<string, HoldSizer> = new Map(),
+  charges: ReadonlyMap<string, Charge> = CONNECT_CHARGES,
+): Interceptor {
   return (next) => async (req) => {
     const call = req.contextValues.get(gatedCallKey);
     if (call === undefined) throw new Error("a Connect call outside the gateway");
-    const charge = charges.get(`${req.service.typeName}/${req.method.name}`) ?? RATE_ONLY;
-    return gate.around(charge, () => next(req))(call);
+    const name = `${req.service.typeName}/${req.method.name}`;
+    const charge = charges.get(name) ?? RATE_ONLY;
+    const sizer = holds.get(name);
+    if (sizer === undefined) return gate.around(charge, () => next(req))(call);
+    return gate.around({ ...charge, hold: "handler" }, async (gated) => {
+      const sized = await withInput(req);
+      const admit = (kind: UsageKind, tokens: number) => gate.admit(gated, kind, tokens);
+      await sizer(admit, sized.message, requestBytes(req, sized.message), req.signal);
+      return next(sized.req);
+    })(call);
   };
+}
+
+/** The call's one input message (a server stream's too), and the request to pass on with it. */
+async function withInput<I extends DescMessage, O extends DescMessage>(
+  req: UnaryRequest<I, O> | StreamRequest<I, O>,
+): Promise<{ message: MessageShape<I>; req: UnaryRequest<I, O> | StreamRequest<I, O> }> {
+  if (!req.stream) return { message: req.message, req };
+  const messages: MessageShape<I>[] = [];
+  for await (const m of req.message) messages.push(m);
+  if (messages.length !== 1) throw new ConnectError("expected exactly one request message", Code.InvalidArgument);
+  return { message: messages[0]!, req: { ...req, message: createAsyncIterable(messages) } };
+}
+
+/** The request's size as sent: its Content-Length, else its binary encoding (gRPC streams send none). */
+function requestBytes(req: UnaryRequest | StreamRequest, message: MessageShape<DescMessage>): number {
+  const declared = Number(req.header.get("content-length"));
+  if (Number.isFinite(declared) && declared > 0) return declared;
+  return toBinary(req.method.input, message).byteLength;
 }
 
 export interface ConnectMountDeps {
   /** The services to serve (never accounting: its admin RPCs must not be reachable here). */
   routes: (router: ConnectRouter) => void;
   gate: Gate;
+  /** How the calls that draw on a quota size their hold (admission.ts connectHolds). */
+  holds?: ReadonlyMap<string, HoldSizer>;
 }
 
 /**
@@ -69,13 +114,13 @@ export interface ConnectMountDeps {
  * call through the gate. Unknown paths (accounting's included) answer 404 in the gateway's
  * JSON shape.
  */
-export function createConnectMount({ routes, gate }: ConnectMountDeps): ConnectPaths {
+export function createConnectMount({ routes, gate, holds }: ConnectMountDeps): ConnectPaths {
   const calls = new WeakMap<IncomingMessage, GatedCall>();
   const adapter = connectNodeAdapter({
     routes,
     // Same bound as the JSON routes; Connect's own default would buffer up to 4 GiB.
     readMaxBytes: MAX_BODY_BYTES,
-    interceptors: [gateInterceptor(gate)],
+    interceptors: [gateInterceptor(gate, holds)],
     contextValues: (req) => createContextValues().set(gatedCallKey, calls.get(req as IncomingMessage)),
     fallback: (req, res) => {
       const err = new HttpError(404, "not_found_error", `no service method at ${(req.url ?? "").slice(0, 200)}`, { code: "not_found" });

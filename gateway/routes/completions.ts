@@ -12,8 +12,7 @@ export function completionsRoute(deps: TextRouteDeps) {
     path: "/v1/completions",
     prepare: "completion",
     // Counted as Generate will take it: a prompt that cannot fit the context is refused before it is tokenized.
-    admit: (ctx, generation, { request, prompt }) =>
-      admitGeneration(ctx, generation, { rawPrompt: prompt }, request.options?.maxTokens ?? 0),
+    admit: (ctx, generation, { request, prompt }) => admitGeneration(ctx, generation, { rawPrompt: prompt }, request.options?.maxTokens),
     answer({ prompt, echo, logprobs, includeUsage }, { shownModel }) {
       const meta = createTextCompletionMeta({ model: shownModel, prompt, echo, logprobs });
       return {

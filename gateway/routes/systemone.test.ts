@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseDecisionRequest } from "../mappers/decision.js";
-import { decisionHold, questionCount } from "./systemone.js";
+import { decisionHold, questionCount } from "../admission.js";
 
 const body = {
   model: "decisionmodel-latest",

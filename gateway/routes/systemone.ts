@@ -1,6 +1,7 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import { QuotaExceededSchema, UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
+import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import type { DecideRequest, DecideResponse, DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
+import { admitDecisionHold, decisionHold, questionCount } from "../admission.js";
 import { HttpError } from "../errors.js";
 import { decisionResponseToJson, parseDecisionRequest } from "../mappers/decision.js";
 import type { Route } from "../route.js";
@@ -9,25 +10,6 @@ export interface SystemoneRouteDeps {
   decision: Pick<Client<typeof DecisionService>, "decide">;
   /** The inference workers' cap on a decision's work (TESSERA_MAX_DECISION_WORK_TOKENS): input tokens never pass it by more than a block. */
   maxDecisionWorkTokens?: number;
-}
-
-/** Template text a question adds to what the model reads, at most (the bundled templates add about 120 bytes). */
-const TEMPLATE_BYTES_PER_QUESTION = 512;
-
-/**
- * An upper bound of a decision's input tokens, known before anything is rendered: a token is
- * at least one byte, the body's bytes hold every text the model reads (counted twice, as a
- * state object may be rendered with indentation), plus the templates' text per question; and
- * no more than the inference workers' work cap allows.
- */
-export function decisionHold(bodyBytes: number, questions: number, maxWork?: number): number {
-  const byBytes = 2 * bodyBytes + TEMPLATE_BYTES_PER_QUESTION * (questions + 1);
-  return maxWork === undefined ? byBytes : Math.min(byBytes, maxWork + 64);
-}
-
-/** The request's questions, whichever of its two fields carries them (the gateway sends `question_list`). */
-export function questionCount(request: DecideRequest): number {
-  return request.questionList.length + Object.keys(request.questions).length;
 }
 
 /**
@@ -66,13 +48,15 @@ export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRou
       // a key with Q tokens left can run any decision that costs at most Q.
       const declared = Number(ctx.req.headers["content-length"]);
       const bodyBytes = Number.isFinite(declared) && declared > 0 ? declared : Buffer.byteLength(JSON.stringify(ctx.body));
-      try {
-        await ctx.admit(UsageKind.DECISION, decisionHold(bodyBytes, questionCount(parsed.request), maxDecisionWorkTokens));
-      } catch (err) {
-        if (!(err instanceof ConnectError) || err.findDetails(QuotaExceededSchema).length === 0) throw err;
-        const counted = await decide({ ...parsed.request, countOnly: true });
-        await ctx.admit(UsageKind.DECISION, Number(counted.usage?.inputTokens ?? 0));
-      }
+      const bound = decisionHold(bodyBytes, questionCount(parsed.request), maxDecisionWorkTokens);
+      await admitDecisionHold(
+        (kind, tokens) => ctx.admit(kind, tokens),
+        bound,
+        async () => {
+          const counted = await decide({ ...parsed.request, countOnly: true });
+          return Number(counted.usage?.inputTokens ?? 0);
+        },
+      );
       const response = await decide(parsed.request);
       await ctx.settle(UsageKind.DECISION, { inputTokens: response.usage?.inputTokens ?? 0 });
       ctx.log["answeredBy"] = response.model;

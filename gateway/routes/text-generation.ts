@@ -12,7 +12,7 @@ import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/r
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
 import type { SettleUsage } from "../gate.js";
-import { DEFAULT_MAX_TOKENS } from "../../lib/text-limits.js";
+import { admitGenerationHold, maxTokensHeld } from "../admission.js";
 import type { StreamErrorBody, StreamOutcome } from "../mappers/generation-stream.js";
 import type { AcceptedBodies, BodyPreparer, PreparedBody } from "../body-prepare.js";
 import type { JsonReply, RequestContext, Route } from "../route.js";
@@ -150,13 +150,14 @@ export async function admitGeneration(
   ctx: Pick<RequestContext, "admit" | "signal">,
   { inference, servingId, shownModel }: Pick<TextGeneration, "inference" | "servingId" | "shownModel">,
   prompt: Omit<MessageInitShape<typeof CountTokensRequestSchema>, "model" | "$typeName">,
-  maxTokens: number,
+  maxTokens: number | undefined,
 ): Promise<number> {
-  const counted = await inference.countTokens({ ...prompt, model: servingId }, { signal: ctx.signal }).catch((err: unknown) => {
-    throw inClientTerms(err, servingId, shownModel);
-  });
-  await ctx.admit(UsageKind.TEXT, counted.tokens + maxTokens);
-  return counted.tokens;
+  const admit = (kind: UsageKind, tokens: number) => ctx.admit(kind, tokens);
+  return admitGenerationHold(admit, inference, { ...prompt, model: servingId }, maxTokensHeld(maxTokens), ctx.signal).catch(
+    (err: unknown) => {
+      throw inClientTerms(err, servingId, shownModel);
+    },
+  );
 }
 
 /** admitGeneration for a chat-templated request (max_tokens unset: the default). */
@@ -170,7 +171,7 @@ export function admitChatGeneration(
     tools: request.tools,
     ...(request.options !== undefined ? { options: request.options } : {}),
   };
-  return admitGeneration(ctx, generation, prompt, request.options?.maxTokens || DEFAULT_MAX_TOKENS);
+  return admitGeneration(ctx, generation, prompt, request.options?.maxTokens);
 }
 
 /** Tokens of a text (0 for none, or when counting fails). */
