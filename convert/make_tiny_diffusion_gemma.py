@@ -1,7 +1,11 @@
 """A tiny random DiffusionGemma checkpoint in the exact Hugging Face layout, made with transformers'
 own classes (``DiffusionGemmaForBlockDiffusion.save_pretrained``), for the converter's tests.
 
-    python convert/make_tiny_diffusion_gemma.py <out-dir>   ->  <out-dir>/diffusion_gemma
+    python convert/make_tiny_diffusion_gemma.py <out-dir> [pattern]  ->  <out-dir>/diffusion_gemma
+
+``pattern`` (default ``alternating``) sets the text layers' ``layer_types``: ``alternating``
+(sliding, full, sliding, full), ``default`` (left to transformers: sliding layers with only the
+last one full, the published checkpoints' pattern in small) or ``full`` (every layer full).
 
 Gemma 4 text layers as the 26B-A4B has them, scaled down: sliding (window 8) and full layers
 (the full ones with a larger head and one shared k=v head), 4 experts top 2 beside the dense
@@ -43,7 +47,14 @@ def build_tokenizer():
     return tok
 
 
-def make(out: str) -> str:
+LAYER_PATTERNS = {
+    "alternating": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    "default": None,
+    "full": ["full_attention"] * 4,
+}
+
+
+def make(out: str, pattern: str = "alternating") -> str:
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
     from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
         DiffusionGemmaGenerationConfig, EntropyBoundSamplerConfig)
@@ -55,7 +66,7 @@ def make(out: str) -> str:
     vocab = tok.get_vocab_size()
     text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1, sliding_window=8,
-                layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                **({} if LAYER_PATTERNS[pattern] is None else {"layer_types": LAYER_PATTERNS[pattern]}),
                 num_experts=4, top_k_experts=2, moe_intermediate_size=32, max_position_embeddings=2048,
                 use_bidirectional_attention="vision", pad_token_id=ids["<pad>"], eos_token_id=ids["<eos>"],
                 bos_token_id=ids["<bos>"])
@@ -84,6 +95,6 @@ def make(out: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_tiny_diffusion_gemma.py <out-dir>")
-    print(make(sys.argv[1]))
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in LAYER_PATTERNS):
+        sys.exit(f"usage: make_tiny_diffusion_gemma.py <out-dir> [{'|'.join(LAYER_PATTERNS)}]")
+    print(make(*sys.argv[1:]))

@@ -149,6 +149,12 @@ def torch_driver(hf_model, encoder, denoiser, shapes, window) -> Driver:
 def ort_driver(encoder_path: str, denoiser_path: str, shapes, window, hidden: int) -> Driver:
     import onnxruntime as ort
 
-    enc = ort.InferenceSession(encoder_path, providers=["CPUExecutionProvider"])
-    dec = ort.InferenceSession(denoiser_path, providers=["CPUExecutionProvider"])
-    return Driver(shapes, window, hidden, lambda f: enc.run(None, f), lambda f: dec.run(None, f))
+    def runner(path: str) -> Callable:
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        # The exporter drops an input whose every use is dead code (the encoder of a pattern whose
+        # only full layer is the last: that layer's attention output is never read), so each graph
+        # is fed only the inputs it declares, as the engine does.
+        declared = {i.name for i in sess.get_inputs()}
+        return lambda f: sess.run(None, {k: v for k, v in f.items() if k in declared})
+
+    return Driver(shapes, window, hidden, runner(encoder_path), runner(denoiser_path))

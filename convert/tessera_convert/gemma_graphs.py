@@ -175,7 +175,8 @@ class _Stack(nn.Module):
         act = ACT2FN[text_config.hidden_activation]
         self.types = list(text_config.layer_types)
         self.layers = nn.ModuleList([GemmaLayer(layer, act, experts) for layer in layers])
-        for t in (FULL, SLIDING):
+        # transformers builds a rotary table only for the layer types the model has.
+        for t in dict.fromkeys(self.types):
             self.register_buffer(f"{t}_inv_freq", getattr(rotary, f"{t}_inv_freq").detach().clone().float())
 
     def rope(self, position_ids: torch.Tensor, layer_type: str):
@@ -185,7 +186,7 @@ class _Stack(nn.Module):
         return emb.cos(), emb.sin()
 
     def run(self, x, position_ids, full_mask, sliding_mask, past_flat):
-        ropes = {t: self.rope(position_ids, t) for t in (FULL, SLIDING)}
+        ropes = {t: self.rope(position_ids, t) for t in dict.fromkeys(self.types)}
         flat: List[torch.Tensor] = []
         for i, layer in enumerate(self.layers):
             t = self.types[i]

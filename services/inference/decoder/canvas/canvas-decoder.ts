@@ -185,11 +185,17 @@ export class CanvasDecoder {
     const window = config.slidingWindow;
     // use_bidirectional_attention "vision": one image's tokens see each other both ways (every layer).
     const block = (pos: number) => images?.blocks.findIndex(([a, b]) => pos >= cache.length + a && pos < cache.length + b) ?? -1;
-    const feeds = batchFeeds([cache], config.layers, S, (kind, q, k) => {
-      if (k <= q && (kind === "full" || k > q - window)) return true;
-      const image = block(q);
-      return image >= 0 && image === block(k);
-    });
+    const feeds = batchFeeds(
+      [cache],
+      config.layers,
+      S,
+      (kind, q, k) => {
+        if (k <= q && (kind === "full" || k > q - window)) return true;
+        const image = block(q);
+        return image >= 0 && image === block(k);
+      },
+      encoder.inputNames,
+    );
     feeds.input_ids = new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, S]);
     feeds.position_ids = new ort.Tensor(
       "int64",
@@ -251,6 +257,7 @@ export class CanvasDecoder {
       config.layers,
       C,
       () => true,
+      denoiser.inputNames,
     );
     const ids = new BigInt64Array(B * C);
     const pos = new BigInt64Array(B * C);

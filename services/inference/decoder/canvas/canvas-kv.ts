@@ -85,13 +85,17 @@ function pastLength(caches: readonly RowCache[], l: number): number {
  * The past tensors of a batch (each row right-padded to the longest, padded slots blocked by
  * the masks) and the two additive masks for `queries` new positions per row.
  * `allowed(row, queryPos, keyPos)` says which real key a query sees; the new positions (the
- * last `queries` keys) are always real and follow the same rule.
+ * last `queries` keys) are always real and follow the same rule. A mask is built only where the
+ * graph declares it (`inputNames`): a pattern without sliding (or full) layers has no use for
+ * its mask, and the exporter drops a mask whose every use is dead code (the encoder's full mask
+ * where the only full layer is the last: that layer's attention output is never read).
  */
 export function batchFeeds(
   caches: readonly RowCache[],
   layers: readonly CanvasLayer[],
   queries: number,
   allowed: (kind: "full" | "sliding", queryPos: number, keyPos: number) => boolean,
+  inputNames: readonly string[],
 ): Record<string, ort.Tensor> {
   const B = caches.length;
   const feeds: Record<string, ort.Tensor> = {};
@@ -109,6 +113,7 @@ export function batchFeeds(
     }
   });
   for (const kind of ["full", "sliding"] as const) {
+    if (!inputNames.includes(`${kind}_attention_mask`)) continue;
     const l = layers.findIndex((x) => x.type === (kind === "full" ? "full_attention" : "sliding_attention"));
     const P = l < 0 ? 0 : pastLength(caches, l);
     const T = P + queries;

@@ -138,6 +138,7 @@ export class FirstTokenReadout {
       config.layers,
       C,
       () => true,
+      denoiser.inputNames,
     );
     const ids = new BigInt64Array(B * C);
     const pos = new BigInt64Array(B * C);
