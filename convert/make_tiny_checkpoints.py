@@ -1,6 +1,6 @@
 """Tiny random checkpoints in the exact Hugging Face layout of each family, for the converter's tests.
 
-    python convert/make_tiny_checkpoints.py <out-dir>   ->  <out-dir>/sdar, <out-dir>/fast_dllm_v2
+    python convert/make_tiny_checkpoints.py <out-dir>   ->  <out-dir>/sdar, fast_dllm_v2, qwen3, qwen2
 
 * Key names, config.json keys, bf16 safetensors, generation_config.json, special_tokens_map.json,
   added_tokens.json and tokenizer_config.json as the published checkpoints have them; SDAR's
@@ -53,7 +53,8 @@ def build_tokenizer(specials, mask: str):
     tok.train_from_iterator(CORPUS * 20, trainer)
     from tokenizers import AddedToken
 
-    tok.add_tokens([AddedToken(t, special=t not in NOT_SPECIAL, normalized=False) for t in specials] + [AddedToken(mask, special=True, normalized=False)])
+    masks = [] if mask is None else [AddedToken(mask, special=True, normalized=False)]
+    tok.add_tokens([AddedToken(t, special=t not in NOT_SPECIAL, normalized=False) for t in specials] + masks)
     return tok
 
 
@@ -97,7 +98,7 @@ def write_json(path: str, value) -> None:
 
 def tokenizer_files(out: str, tok, specials, mask: str, template: str, template_file: bool) -> dict:
     tok.save(os.path.join(out, "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in specials + [mask]}
+    ids = {t: tok.token_to_id(t) for t in specials + ([] if mask is None else [mask])}
     write_json(os.path.join(out, "added_tokens.json"), dict(sorted(ids.items(), key=lambda kv: kv[1])))
     write_json(os.path.join(out, "special_tokens_map.json"), {
         "additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
@@ -186,12 +187,38 @@ def make_fast_dllm(out: str) -> None:
     save_file(weights({**cfg, "head_dim": 16}, qk_norm=False, bias=True, seed=2), os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
 
 
+def make_autoregressive(out: str, qwen3: bool) -> None:
+    """A plain Qwen3ForCausalLM / Qwen2ForCausalLM checkpoint (no mask token), as transformers saves one."""
+    os.makedirs(out, exist_ok=True)
+    specials = QWEN3_SPECIALS if qwen3 else QWEN25_SPECIALS
+    tok = build_tokenizer(specials, None)
+    ids = tokenizer_files(out, tok, specials, None, read_template("qwen3.jinja" if qwen3 else "qwen2.5.jinja"), template_file=False)
+    eot, im_end = ids["<|endoftext|>"], ids["<|im_end|>"]
+    cfg = {
+        "architectures": ["Qwen3ForCausalLM" if qwen3 else "Qwen2ForCausalLM"], "attention_dropout": 0.0,
+        "bos_token_id": eot, "eos_token_id": im_end, "hidden_act": "silu", "hidden_size": 64,
+        "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 4096, "max_window_layers": 2,
+        "model_type": "qwen3" if qwen3 else "qwen2", "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000.0, "sliding_window": None,
+        "tie_word_embeddings": not qwen3, "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False,
+        "vocab_size": tok.get_vocab_size(), **({"attention_bias": False, "head_dim": 24} if qwen3 else {}),
+    }
+    write_json(os.path.join(out, "config.json"), cfg)
+    write_json(os.path.join(out, "generation_config.json"), {
+        "bos_token_id": eot, "do_sample": True, "eos_token_id": [im_end, eot], "pad_token_id": eot,
+        "temperature": 0.7, "top_k": 20, "top_p": 0.8})
+    w = weights({**cfg, "head_dim": cfg.get("head_dim", 16)}, qk_norm=qwen3, bias=not qwen3, seed=3 if qwen3 else 4)
+    save_file(w, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+
+
 def main() -> None:
     if len(sys.argv) != 2:
         raise SystemExit("usage: make_tiny_checkpoints.py <out-dir>")
     make_sdar(os.path.join(sys.argv[1], "sdar"))
     make_fast_dllm(os.path.join(sys.argv[1], "fast_dllm_v2"))
-    print(f"wrote {sys.argv[1]}/sdar and {sys.argv[1]}/fast_dllm_v2")
+    make_autoregressive(os.path.join(sys.argv[1], "qwen3"), qwen3=True)
+    make_autoregressive(os.path.join(sys.argv[1], "qwen2"), qwen3=False)
+    print(f"wrote {sys.argv[1]}/sdar, fast_dllm_v2, qwen3 and qwen2")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ every id of generation_config.json's ``eos_token_id``. No token shift.
 
 Fast-dLLM v2 (``model_type: "Fast_dLLM_Qwen"``): Qwen2 layers; ``bd_size`` is the block size;
 the mask token is ``|<MASK>|``; logits row i predicts token i + 1 (``logits_shift: 1``).
+
+Qwen3 / Qwen2 (``model_type: "qwen3"`` / ``"qwen2"``, Qwen2.5 included): plain autoregressive
+checkpoints, served as the block-causal contract's degenerate case: block size 1 with the logits
+shift, so every token is the greedy (or sampled) guess of the row before it. They have no mask
+token; ``mask_token_id`` is the pad token, a placeholder the engine never feeds to a row it reads.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from .arch import Arch
 
 SDAR = "sdar"
 FAST_DLLM = "fast_dllm_v2"
+QWEN3 = "qwen3"
+QWEN2 = "qwen2"
 
 
 @dataclass
@@ -33,12 +40,18 @@ class Family:
     default_threshold: float
     default_policy: str
     sub_block_size: Optional[int] = None
+    # Block size 1 and no mask token: a plain causal language model.
+    autoregressive: bool = False
 
 
 FAMILIES: Dict[str, Family] = {
     "sdar": Family(SDAR, "SDAR (Qwen3 layers)", ["<|MASK|>", "<MASK>"], 0, True, False, 0.9, "threshold"),
     "fast_dllm_qwen": Family(FAST_DLLM, "Fast-dLLM v2 (Qwen2 layers)", ["|<MASK>|"], 1, False, True, 0.9, "subblocks", 8),
+    "qwen3": Family(QWEN3, "Qwen3 (autoregressive)", [], 1, True, False, 0.9, "threshold", autoregressive=True),
+    "qwen2": Family(QWEN2, "Qwen2 / Qwen2.5 (autoregressive)", [], 1, False, True, 0.9, "threshold", autoregressive=True),
 }
+# config.json's spelling of each family's model_type, for messages.
+MODEL_TYPES = {"sdar": "sdar", "fast_dllm_qwen": "Fast_dLLM_Qwen", "qwen3": "qwen3", "qwen2": "qwen2"}
 
 
 @dataclass
@@ -95,7 +108,7 @@ def read_checkpoint(ckpt: str, block_size: Optional[int]) -> Checkpoint:
     model_type = cfg.get("model_type")
     family = FAMILIES.get(str(model_type).lower()) if isinstance(model_type, str) else None
     if family is None:
-        known = ", ".join(f'"{k}"' for k in ("sdar", "Fast_dLLM_Qwen"))
+        known = ", ".join(f'"{k}"' for k in MODEL_TYPES.values())
         raise ConvertError(f"{cfg_path}: \"model_type\" {model_type!r} is not a family this converter knows ({known})")
     notes: List[str] = []
 
@@ -117,6 +130,8 @@ def read_checkpoint(ckpt: str, block_size: Optional[int]) -> Checkpoint:
     theta = cfg.get("rope_theta", rope_params.get("rope_theta", 10000.0))
     if not isinstance(theta, (int, float)) or theta <= 0:
         raise ConvertError(f"{cfg_path}: \"rope_theta\" must be a positive number, got {theta!r}")
+    if family.autoregressive and cfg.get("attention_bias"):
+        raise ConvertError(f"{cfg_path}: \"attention_bias\" is true; Qwen3 layers with biases are not supported")
     if cfg.get("use_sliding_window"):
         raise ConvertError(f"{cfg_path}: \"use_sliding_window\" is true; sliding-window attention is not supported")
     arch = Arch(
@@ -139,6 +154,10 @@ def read_checkpoint(ckpt: str, block_size: Optional[int]) -> Checkpoint:
         if block_size is not None and block_size != bd:
             notes.append(f"--block-size {block_size} overrides bd_size {bd} of config.json (the model was trained with {bd})")
         block_size = block_size or bd
+    elif family.autoregressive:
+        if block_size not in (None, 1):
+            raise ConvertError(f"--block-size {block_size}: {family.label} is autoregressive and is served with block size 1")
+        block_size = 1
     elif block_size is None:
         block_size = 4
         notes.append("SDAR's config.json has no block size; using 4 (pass --block-size for the -b8 ... -b64 variants)")
@@ -152,7 +171,7 @@ def read_checkpoint(ckpt: str, block_size: Optional[int]) -> Checkpoint:
     tokenizer_config = read_json(tc_path)
     tokens = added_tokens(ckpt, tokenizer_json, tokenizer_config)
     mask_id = next((tokens[n] for n in family.mask_names if n in tokens), None)
-    if mask_id is None:
+    if mask_id is None and not family.autoregressive:
         names = " or ".join(family.mask_names)
         raise ConvertError(f"{tok_path}: no added token {names} (the mask token {family.label} is trained with)")
     im_end = tokens.get("<|im_end|>")
@@ -170,6 +189,8 @@ def read_checkpoint(ckpt: str, block_size: Optional[int]) -> Checkpoint:
     pad_id = tokens.get(pad_text) if isinstance(pad_text, str) else None
     if pad_id is None:
         pad_id = next((t for t in _ids(cfg.get("pad_token_id")) + _ids(gen.get("pad_token_id"))), im_end)
+    if mask_id is None:
+        mask_id = pad_id
     for label, tid in (("mask", mask_id), ("pad", pad_id), *(("stop", s) for s in stops)):
         if tid >= arch.vocab_size:
             raise ConvertError(f"{cfg_path}: the {label} token id {tid} is outside \"vocab_size\" {arch.vocab_size}")

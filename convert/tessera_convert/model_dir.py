@@ -207,7 +207,7 @@ def model_card(ck: Checkpoint, config: dict, weights: str, report: dict, source:
         f"| block size | {ck.block_size} |",
         f"| context | {ck.max_positions} tokens |",
         f"| weights | {weights} ({report.get('onnx_bytes', 0) / 1e6:.1f} MB on disk) |",
-        f"| mask token id | {ck.mask_token_id} |",
+        f"| mask token id | {'none: autoregressive (config.json holds the pad id as a placeholder)' if ck.family.autoregressive else ck.mask_token_id} |",
         f"| end of turn / stop ids | {ck.eos_token_id} / {', '.join(map(str, ck.stop_token_ids))} |",
         f"| logits shift | {ck.family.logits_shift} ({'row i predicts token i + 1' if ck.family.logits_shift else 'row i predicts token i'}) |",
         f"| decoding defaults | {json.dumps(config['decoding'])} |",

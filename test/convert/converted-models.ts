@@ -12,8 +12,8 @@ export const NO_VENV_MESSAGE =
   "`python3 -m venv convert/.venv && convert/.venv/bin/pip install -r convert/requirements.txt` (.ci/run does).";
 
 export interface ConvertedFixtures {
-  checkpoints: { sdar: string; fastDllm: string };
-  models: { sdar: string; sdarFp16: string; sdarInt8: string; sdarInt4: string; fastDllm: string };
+  checkpoints: { sdar: string; fastDllm: string; qwen3: string; qwen2: string };
+  models: { sdar: string; sdarFp16: string; sdarInt8: string; sdarInt4: string; fastDllm: string; qwen3: string; qwen2: string };
 }
 
 /** Runs a Python file or module of convert/ with the venv; rejects with its stderr on failure. */
@@ -75,13 +75,20 @@ export function sourcesHash(): string {
 export async function convertedFixtures(): Promise<ConvertedFixtures> {
   const root = join(REPO_ROOT, ".cache/convert-fixtures", sourcesHash());
   const layout: ConvertedFixtures = {
-    checkpoints: { sdar: join(root, "ckpt/sdar"), fastDllm: join(root, "ckpt/fast_dllm_v2") },
+    checkpoints: {
+      sdar: join(root, "ckpt/sdar"),
+      fastDllm: join(root, "ckpt/fast_dllm_v2"),
+      qwen3: join(root, "ckpt/qwen3"),
+      qwen2: join(root, "ckpt/qwen2"),
+    },
     models: {
       sdar: join(root, "sdar"),
       sdarFp16: join(root, "sdar-fp16"),
       sdarInt8: join(root, "sdar-int8"),
       sdarInt4: join(root, "sdar-int4"),
       fastDllm: join(root, "fast_dllm_v2"),
+      qwen3: join(root, "qwen3"),
+      qwen2: join(root, "qwen2"),
     },
   };
   if (existsSync(join(root, "complete"))) return layout;
@@ -117,6 +124,7 @@ async function build(root: string): Promise<void> {
   await Promise.all([convert("sdar", "sdar", "--weights", "fp32"), convert("fast_dllm_v2", "fast_dllm_v2", "--weights", "fp32")]);
   await Promise.all([convert("sdar", "sdar-fp16", "--weights", "fp16"), convert("sdar", "sdar-int4", "--weights", "int4")]);
   await convert("sdar", "sdar-int8", "--weights", "int8");
+  await Promise.all([convert("qwen3", "qwen3", "--weights", "fp32"), convert("qwen2", "qwen2", "--weights", "fp32")]);
   mkdirSync(join(building, "complete"));
   renameSync(building, root);
 }

@@ -197,9 +197,18 @@ export class Sequence {
     this.kv.append(out.present!, row, past + seq, past, count);
   }
 
-  /** The current tokens of this sequence's next denoising row. */
+  /**
+   * The current tokens of this sequence's next denoising row. An autoregressive model (block
+   * size 1 with a logits shift) predicts its one masked position from the clean token before it,
+   * so the row is that token alone: the masked slot's own row would be computed and never read.
+   */
   stepTokens(): number[] {
-    return this.pendingClean === null ? this.block : [...this.pendingClean, ...this.block];
+    if (this.pendingClean === null) return this.block;
+    return this.autoregressive ? this.pendingClean : [...this.pendingClean, ...this.block];
+  }
+
+  private get autoregressive(): boolean {
+    return this.shift === 1 && this.model.blockSize === 1;
   }
 
   /** Whether the next step writes a committed block's KV (needs the present outputs). */

@@ -60,9 +60,22 @@ export function guessWithTop(logits: Float32Array, offset: number, vocab: number
   return { ...guess, top };
 }
 
-/** The tokens a reply never holds: the mask token, and the pad token unless it is a stop token. */
-export function bannedTokenIds(model: { maskTokenId: number; padTokenId: number; stopTokenIds?: readonly number[] | undefined }): number[] {
-  return (model.stopTokenIds ?? []).includes(model.padTokenId) ? [model.maskTokenId] : [model.maskTokenId, model.padTokenId];
+/**
+ * The tokens a reply never holds: the mask token, and the pad token unless it is a stop token.
+ * An autoregressive model (block size 1 with a logits shift) has no mask token: its
+ * `mask_token_id` is a placeholder that no read row ever sees, and no token is banned for it.
+ */
+export function bannedTokenIds(model: {
+  maskTokenId: number;
+  padTokenId: number;
+  stopTokenIds?: readonly number[] | undefined;
+  blockSize?: number;
+  logitsShift?: 0 | 1;
+}): number[] {
+  const autoregressive = model.blockSize === 1 && model.logitsShift === 1;
+  const ids = autoregressive ? [] : [model.maskTokenId];
+  if (!(model.stopTokenIds ?? []).includes(model.padTokenId)) ids.push(model.padTokenId);
+  return ids;
 }
 
 /**
