@@ -15,9 +15,9 @@ import os
 import pickle
 import shutil
 import sys
-import tempfile
 import time
 
+from . import bounds
 from .errors import ConvertError
 from .stage import progress, torch_stage
 
@@ -42,9 +42,21 @@ def peak_gb(params: int, weights: str) -> float:
     return fp32 * (2.5 if weights == "fp16" else 1.6)
 
 
+def not_loaded(ckpt_dir: str) -> None:
+    """Says which of the checkpoint's files are never loaded: code (auto_map's *.py) and pickles."""
+    from .gate import unread_files
+
+    skipped = unread_files(ckpt_dir)
+    if skipped:
+        progress(f"not loaded: {', '.join(skipped[:6])}{' ...' if len(skipped) > 6 else ''} (a checkpoint's code and pickles are "
+                 "never run or unpickled; config.json's auto_map is ignored; weights are read from safetensors only)")
+
+
 def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str, force: bool, experts: str = "auto") -> dict:
-    from .checkpoint import weight_files
+    from .checkpoint import tensor_shapes, weight_files
     from .families import read_checkpoint
+    from .model_dir import decision_json
+    from .tensor_check import check_tensors
 
     ckpt_dir = os.path.abspath(ckpt_dir)
     out_dir = os.path.abspath(out_dir)
@@ -64,7 +76,10 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
     a = ck.arch
     progress(f"{ck.family.label}: {a.num_hidden_layers} layers, hidden {a.hidden_size}, heads {a.num_attention_heads}/{a.num_key_value_heads}"
              f" x {a.head_dim}, vocab {a.vocab_size}, block {ck.block_size}, mask {ck.mask_token_id}, stops {ck.stop_token_ids}")
-    weight_files(ckpt_dir)  # a missing shard is reported before any work
+    # config.json against the tensors the files hold, and the chat template in the sandbox, before any work.
+    check_tensors(ck, tensor_shapes(weight_files(ckpt_dir), ckpt_dir), os.path.join(ckpt_dir, "config.json"))
+    decision = decision_json(ck)
+    not_loaded(ckpt_dir)
 
     params = param_count(a)
     est_bytes = params * BYTES_PER_PARAM[weights]
@@ -75,8 +90,9 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
              f"{'the whole fp32 model and its copies while converting the weights' if weights == 'fp16' else 'the fp32 model in PyTorch, then one weight at a time'})")
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.converting-", dir=parent)
-    work = tempfile.mkdtemp(prefix=".tessera-export-", dir=parent)
+    staging = bounds.staging_dir(parent, f".{os.path.basename(out_dir)}.converting-")
+    work = bounds.staging_dir(parent, ".tessera-export-")
+    child = None
     try:
         onnx_path = os.path.join(staging, "model.onnx")
         fp32_path = onnx_path if weights == "fp32" else os.path.join(work, "model.onnx")
@@ -101,7 +117,7 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
 
         from .export import compare, load, save, to_fp16_weights, to_int8
         from .quantize_int4 import INT4_BLOCK, to_int4_streamed
-        from .model_dir import config_json, decision_json, model_card, tokenizer_files, write_json
+        from .model_dir import config_json, model_card, tokenizer_files, write_json
 
         t0 = time.time()
         if weights == "int8":
@@ -134,7 +150,7 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
         config = config_json(ck, weights, "model.onnx", source)
         write_json(os.path.join(staging, "config.json"), config)
         tokenizer_files(ck, staging)
-        write_json(os.path.join(staging, "decision.json"), decision_json(ck))
+        write_json(os.path.join(staging, "decision.json"), decision)
         report = {"parameters": params, "onnx_bytes": onnx_bytes, "check": check, "weights": weights}
         with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:
             f.write(model_card(ck, config, weights, report, source))
@@ -144,6 +160,9 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
         progress(f"done: {out_dir}")
         return report
     finally:
+        if child is not None and child.is_alive():
+            child.kill()
+            child.join()
         shutil.rmtree(work, ignore_errors=True)
         if os.path.exists(staging):
             shutil.rmtree(staging, ignore_errors=True)
@@ -158,6 +177,11 @@ def missing_modules() -> list:
     import importlib.util
 
     return [m for m in REQUIRED_MODULES if importlib.util.find_spec(m) is None]
+
+
+def one_line(text: str, most: int = 500) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[:most] + "..."
 
 
 def main(argv=None) -> int:
@@ -176,19 +200,37 @@ def main(argv=None) -> int:
                     help="DiffusionGemma's mixture of experts: sparse computes each token's top k experts only, dense every "
                          "expert weighted by the router; auto = sparse where experts / top k >= 4 (the 26B-A4B: 128 / 8)")
     ap.add_argument("--force", action="store_true", help="replace model_dir if it exists")
+    ap.add_argument("--time-limit", type=float, default=bounds.DEFAULT_TIME_LIMIT_S, metavar="SECONDS",
+                    help=f"stop a conversion that runs longer (default {bounds.DEFAULT_TIME_LIMIT_S} s; 0: none)")
+    ap.add_argument("--memory-limit", type=float, default=None, metavar="GB",
+                    help="address-space limit of the converter's processes (default: the machine's memory plus swap; 0: none)")
     a = ap.parse_args(argv)
     if a.block_size is not None and a.block_size < 1:
         ap.error("--block-size must be a positive integer")
+    if a.time_limit < 0 or (a.memory_limit is not None and a.memory_limit < 0):
+        ap.error("--time-limit and --memory-limit must not be negative")
     missing = missing_modules()
     if missing:
         print(f"tessera convert: {sys.executable} lacks the converter's packages ({', '.join(missing)}).\n"
               f"Create its environment once (convert/.venv from convert/requirements.txt) with:\n    {SETUP_COMMAND}\n"
               f"(or point TESSERA_CONVERT_PYTHON at a Python that has them)", file=sys.stderr)
         return 3
+    memory = bounds.machine_memory_bytes() if a.memory_limit is None else int(a.memory_limit * 1e9)
     try:
-        report = convert(a.checkpoint, a.model_dir, a.block_size, a.weights, a.external_data, a.force, a.experts)
+        with bounds.private_tmpdir():
+            bounds.install(a.time_limit, memory)
+            report = convert(a.checkpoint, a.model_dir, a.block_size, a.weights, a.external_data, a.force, a.experts)
+            bounds.disarm()
     except ConvertError as err:
-        print(f"tessera convert: {err}", file=sys.stderr)
+        print(f"tessera convert: {one_line(str(err))}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"tessera convert: {bounds.memory_error(memory)}", file=sys.stderr)
+        return 1
+    except Exception as err:  # noqa: BLE001  a checkpoint the checks above missed: one line, not a traceback
+        if os.environ.get("TESSERA_CONVERT_TRACEBACK"):
+            raise
+        print(f"tessera convert: failed: {type(err).__name__}: {one_line(str(err))} (TESSERA_CONVERT_TRACEBACK=1 shows where)", file=sys.stderr)
         return 1
     print(json.dumps(report))
     return 0

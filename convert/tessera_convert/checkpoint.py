@@ -2,45 +2,71 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from .errors import ConvertError
+from .gate import MAX_JSON_BYTES, MAX_TEXT_BYTES, Shapes, checkpoint_path, parse_json, read_bytes, regular_file, safetensors_header, unread_files
 
 
 def read_json(path: str, required: bool = True) -> Optional[dict]:
-    if not os.path.exists(path):
+    """A JSON object from a checkpoint file, through the gate (gate.py): inside its folder, a regular file, bounded."""
+    data = read_bytes(path, MAX_JSON_BYTES, "JSON file")
+    if data is None:
         if required:
             raise ConvertError(f"{path}: missing (a Hugging Face checkpoint directory has it)")
         return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError) as err:
-        raise ConvertError(f"{path}: not readable JSON ({err})") from err
+    value = parse_json(path, data)
     if not isinstance(value, dict):
         raise ConvertError(f"{path}: expected a JSON object")
     return value
 
 
+def read_text(path: str) -> Optional[str]:
+    """A text file of the checkpoint (chat_template.jinja) through the gate; None if missing."""
+    data = read_bytes(path, MAX_TEXT_BYTES, "text file")
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConvertError(f"{path}: not UTF-8 text ({err})") from None
+
+
 def weight_files(ckpt: str) -> List[str]:
-    """The safetensors files: the shards named by model.safetensors.index.json, or model.safetensors."""
+    """The safetensors files: the shards named by model.safetensors.index.json, or model.safetensors.
+    Pickled weights (pytorch_model.bin, *.pt, *.pth) are never loaded."""
     index_path = os.path.join(ckpt, "model.safetensors.index.json")
     single = os.path.join(ckpt, "model.safetensors")
-    if os.path.exists(index_path):
-        index = read_json(index_path)
+    index = read_json(index_path, required=False)
+    if index is not None:
         weight_map = index.get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise ConvertError(f"{index_path}: \"weight_map\" must be a non-empty object")
-        files = sorted(set(weight_map.values()))
-        for name in files:
-            if not os.path.exists(os.path.join(ckpt, name)):
-                raise ConvertError(f"{index_path}: weight_map names {name}, which is missing")
-        return [os.path.join(ckpt, n) for n in files]
-    if os.path.exists(single):
+        names = set(weight_map.values())
+        files = [checkpoint_path(ckpt, name, index_path) for name in sorted(names, key=str)]
+        for path in files:
+            if regular_file(path, ckpt) is None:
+                raise ConvertError(f"{index_path}: weight_map names {os.path.relpath(path, ckpt)}, which is missing")
+        return files
+    if regular_file(single, ckpt) is not None:
         return [single]
-    raise ConvertError(f"{ckpt}: no model.safetensors and no model.safetensors.index.json")
+    pickles = [n for n in unread_files(ckpt) if not n.endswith(".py")]
+    also = f" (pickled weights such as {pickles[0]} are never loaded: they can run code; convert them to safetensors)" if pickles else ""
+    raise ConvertError(f"{ckpt}: no model.safetensors and no model.safetensors.index.json{also}")
+
+
+def tensor_shapes(files: List[str], ckpt: str) -> Shapes:
+    """Every tensor's dtype and shape from the safetensors headers, before any tensor is read; a name in two files is refused."""
+    shapes: Shapes = {}
+    seen: Dict[str, str] = {}
+    for path in files:
+        for key, entry in safetensors_header(path, ckpt).items():
+            if key in seen:
+                raise ConvertError(f"{path}: tensor \"{key}\" also appears in {seen[key]}")
+            seen[key] = path
+            shapes[key] = entry
+    return shapes
 
 
 def iter_tensors(files: List[str], progress: Callable[[str], None]) -> Iterator[Tuple[str, str, "object"]]:

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from .checkpoint import read_json
+from .checkpoint import read_json, read_text
 from .errors import ConvertError
 from .arch import Arch
 
@@ -197,9 +197,8 @@ def read_checkpoint(ckpt: str, block_size: Optional[int]) -> Checkpoint:
 
     template = tokenizer_config.get("chat_template")
     jinja_path = os.path.join(ckpt, "chat_template.jinja")
-    if (not isinstance(template, str) or not template) and os.path.exists(jinja_path):
-        with open(jinja_path, encoding="utf-8") as f:
-            template = f.read()
+    if not isinstance(template, str) or not template:
+        template = read_text(jinja_path) or template
     if isinstance(template, list):  # named templates: the default one
         template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None)
     if not isinstance(template, str) or not template:

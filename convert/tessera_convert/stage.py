@@ -45,7 +45,10 @@ def load_contract_model(ckpt_dir: str, arch, on_progress=None):
 def torch_stage(ckpt_dir: str, block_size, fp32_path: str, external: bool, work: str) -> None:
     """Builds the module from the checkpoint, keeps its outputs on the check's inputs
     (work/reference.pkl), exports the graph and writes it with its fp32 weights to fp32_path.
-    Runs in a child process; a ConvertError's message goes to work/error.txt."""
+    Runs in a child process; an error's message goes to work/error.txt (one line, no traceback)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops this process and cleans up
     try:
         import torch
 
@@ -67,5 +70,15 @@ def torch_stage(ckpt_dir: str, block_size, fp32_path: str, external: bool, work:
         attach_weights(graph, model, fp32_path, external)
         progress(f"fp32 model written in {time.time() - t0:.1f} s")
     except ConvertError as err:
-        with open(os.path.join(work, "error.txt"), "w", encoding="utf-8") as f:
-            f.write(str(err))
+        _fail(work, str(err))
+    except MemoryError:
+        _fail(work, "out of memory in the PyTorch stage (--memory-limit, or the machine's memory); stopped, nothing written")
+    except Exception as err:  # noqa: BLE001  one line for the parent to print, not a traceback
+        if os.environ.get("TESSERA_CONVERT_TRACEBACK"):
+            raise
+        _fail(work, f"the PyTorch stage failed: {type(err).__name__}: {' '.join(str(err).split())[:500]}")
+
+
+def _fail(work: str, message: str) -> None:
+    with open(os.path.join(work, "error.txt"), "w", encoding="utf-8") as f:
+        f.write(message)

@@ -1,0 +1,130 @@
+"""The whole conversion's bounds and clean-up: wall-clock time, address space, signals, temporary files.
+
+* Time: SIGALRM after --time-limit seconds raises LimitExceeded wherever the converter is (the
+  PyTorch stage's process is killed by the parent's clean-up).
+* Memory: RLIMIT_AS (inherited by the PyTorch stage's process), so an allocation past it is a
+  MemoryError with a message instead of the kernel's OOM killer or a swapping machine.
+* SIGTERM, SIGHUP and SIGINT raise Interrupted, so the `finally` blocks remove the staging folders;
+  folders left by a converter killed with SIGKILL are removed by the next conversion into the same
+  parent folder (their names carry the pid, which is no longer running).
+* A private TMPDIR for the process and its children, removed at the end: ONNX Runtime's telemetry
+  writes mat-debug-<pid>.log and .ses into TMPDIR (a predictable path in /tmp otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import signal
+import tempfile
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from .errors import ConvertError
+
+DEFAULT_TIME_LIMIT_S = 12 * 3600
+
+
+class LimitExceeded(ConvertError):
+    pass
+
+
+class Interrupted(ConvertError):
+    pass
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory plus swap: the address-space bound when none is given."""
+    total = 0
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                key, rest = line.split(":", 1)
+                if key in ("MemTotal", "SwapTotal"):
+                    total += int(rest.split()[0]) * 1024
+    except (OSError, ValueError):
+        return 0
+    return total
+
+
+def _on_alarm(seconds: float):
+    def handler(_signum, _frame):
+        raise LimitExceeded(f"the conversion ran past its time limit of {seconds:g} s (--time-limit); stopped, nothing written")
+
+    return handler
+
+
+def _on_signal(signum, _frame):
+    raise Interrupted(f"interrupted by {signal.Signals(signum).name}; stopped, staging folders removed, nothing written")
+
+
+def memory_error(limit_bytes: int) -> str:
+    return (f"out of memory: the conversion reached its memory limit of {limit_bytes / 1e9:.1f} GB (--memory-limit) or the "
+            "machine's; stopped, nothing written")
+
+
+def install(time_limit_s: float, memory_limit_bytes: int) -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, _on_signal)
+    if time_limit_s > 0:
+        signal.signal(signal.SIGALRM, _on_alarm(time_limit_s))
+        signal.setitimer(signal.ITIMER_REAL, time_limit_s)
+    if memory_limit_bytes > 0:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = memory_limit_bytes if hard == resource.RLIM_INFINITY else min(memory_limit_bytes, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def disarm() -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(folder: str, prefix: str) -> None:
+    """Removes `prefix<pid>-*` folders in `folder` whose converter is no longer running (killed with SIGKILL)."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)-")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.match(name)
+        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
+def staging_dir(parent: str, prefix: str) -> str:
+    """A new folder `prefix<pid>-XXXX` in `parent`, after removing the ones killed converters left."""
+    remove_stale(parent, prefix)
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent)
+
+
+@contextmanager
+def private_tmpdir() -> Iterator[Optional[str]]:
+    """TMPDIR for this process and its children: a fresh 0700 folder, removed afterwards."""
+    base = tempfile.gettempdir()
+    remove_stale(base, "tessera-convert-")
+    path = tempfile.mkdtemp(prefix=f"tessera-convert-{os.getpid()}-", dir=base)
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = path
+    tempfile.tempdir = path
+    try:
+        yield path
+    finally:
+        tempfile.tempdir = None
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+        shutil.rmtree(path, ignore_errors=True)
