@@ -14,9 +14,12 @@ import tempfile
 import time
 from typing import Callable, List
 
-from .checkpoint import read_json
+from .bounds import staging_dir
+from .checkpoint import read_json, read_text, tensor_shapes, weight_files
 from .errors import ConvertError
 from .families import _ids, added_tokens
+from .template import TemplateRefused
+from .tensor_check import check_config_claims, check_parameter_count
 
 CONTRACT_VERSION = 3
 MODEL_TYPE = "diffusion_gemma"
@@ -62,9 +65,8 @@ def sampler_settings(gen: dict) -> dict:
 def chat_template(ckpt: str, tokenizer_config: dict) -> str:
     template = tokenizer_config.get("chat_template")
     jinja_path = os.path.join(ckpt, "chat_template.jinja")
-    if (not isinstance(template, str) or not template) and os.path.exists(jinja_path):
-        with open(jinja_path, encoding="utf-8") as f:
-            template = f.read()
+    if not isinstance(template, str) or not template:
+        template = read_text(jinja_path) or template
     if not isinstance(template, str) or not template:
         raise ConvertError(f"{ckpt}: no \"chat_template\" in tokenizer_config.json nor a chat_template.jinja")
     return template
@@ -89,7 +91,7 @@ def chat_format(template: str, tokens: dict) -> dict:
     return out
 
 
-def canvas_decision_json(template: str, tokenizer_config: dict):
+def canvas_decision_json(template: str, tokenizer_config: dict, where: str = "the chat template"):
     """decision.json asking in the model's chat format, read on the first canvas (docs/model-contract.md,
     "Decisions on a canvas model"); None where the template cannot render the decision prompt."""
     from .model_dir import decision_json_for
@@ -99,7 +101,9 @@ def canvas_decision_json(template: str, tokenizer_config: dict):
         return v if isinstance(v, str) else str(v.get("content", "")) if isinstance(v, dict) else ""
 
     try:
-        return decision_json_for(template, "canvas", bos_token=special("bos_token"), eos_token=special("eos_token"))
+        return decision_json_for(template, "canvas", where, bos_token=special("bos_token"), eos_token=special("eos_token"))
+    except TemplateRefused:
+        raise  # a template that reaches outside its data or past the bounds is refused, not served
     except Exception:  # noqa: BLE001  any template error: the model serves chat, decisions are refused
         return None
 
@@ -152,12 +156,22 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
     gen = read_json(os.path.join(ckpt, "generation_config.json"), required=False) or {}
     tokens = added_tokens(ckpt, tok_json, tc)
     template = chat_template(ckpt, tc)
+    where = os.path.join(ckpt, "tokenizer_config.json" if isinstance(tc.get("chat_template"), str) and tc["chat_template"] else "chat_template.jinja")
+    decision = canvas_decision_json(template, tc, where)  # the sandboxed render, before any work
     sampler = sampler_settings(gen)
+    cfg_path = os.path.join(ckpt, "config.json")
+    shapes_held = tensor_shapes(weight_files(ckpt), ckpt)
+    check_config_claims(read_json(cfg_path), shapes_held, cfg_path)
 
     from transformers import DiffusionGemmaForBlockDiffusion
 
     try:
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(ckpt, dtype=torch.float32).eval()
+        hf_config = DiffusionGemmaForBlockDiffusion.config_class.from_pretrained(ckpt)
+        with torch.device("meta"):
+            meta = DiffusionGemmaForBlockDiffusion(hf_config)
+        check_parameter_count(sum(p.numel() for p in meta.parameters()), shapes_held, cfg_path)
+        del meta
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(ckpt, dtype=torch.float32, use_safetensors=True, local_files_only=True).eval()
     except (OSError, ValueError) as err:
         raise ConvertError(f"{ckpt}: transformers cannot load it as DiffusionGemmaForBlockDiffusion ({err})") from err
     text = model.config.text_config
@@ -181,7 +195,7 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
 
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.converting-", dir=parent)
+    staging = staging_dir(parent, f".{os.path.basename(out_dir)}.converting-")
     work = tempfile.mkdtemp(prefix="tessera-convert-")
     try:
         enc, dec = GemmaEncoderGraph(model, form), GemmaDenoiserGraph(model, form)
@@ -228,7 +242,6 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
         tc_out = dict(tc)
         tc_out["chat_template"] = template
         write_json(os.path.join(staging, "tokenizer_config.json"), tc_out)
-        decision = canvas_decision_json(template, tc)
         if decision is None:
             progress("note: the chat template cannot render the decision prompt; no decision.json (decisions are refused)")
         else:

@@ -67,3 +67,51 @@ def check_tensors(ck, shapes: Shapes, cfg_path: str) -> None:
     missing = [k for k in expected if k not in shapes]
     if missing:
         raise ConvertError(f"{cfg_path}: implies {len(missing)} weights the safetensors lack, e.g. \"{missing[0]}\"")
+
+
+GROUP = re.compile(r"^(.*\.layers)\.(\d+)\.")
+DIMENSION_KEYS = ("hidden_size", "vocab_size", "num_experts")
+
+
+def _config_ints(value, key: str):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == key and isinstance(v, int) and not isinstance(v, bool):
+                yield v
+            else:
+                yield from _config_ints(v, key)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _config_ints(v, key)
+
+
+def check_config_claims(cfg: dict, shapes: Shapes, cfg_path: str) -> None:
+    """For a family whose layout transformers builds (DiffusionGemma): every num_hidden_layers of the
+    config (text, vision) must be a run of layers the safetensors hold, and every hidden_size,
+    vocab_size and num_experts a dimension of some tensor, before a module is built."""
+    groups: Dict[str, set] = {}
+    for key in shapes:
+        m = GROUP.match(key)
+        if m:
+            groups.setdefault(m.group(1), set()).add(int(m.group(2)))
+    runs = {len(ix) for ix in groups.values() if ix == set(range(len(ix)))}
+    for n in _config_ints(cfg, "num_hidden_layers"):
+        if n not in runs:
+            raise ConvertError(f"{cfg_path}: \"num_hidden_layers\" {n} is not the layer count of any stack the safetensors hold ({sorted(runs)})")
+    dims = {d for _dtype, shape in shapes.values() for d in shape}
+    for key in DIMENSION_KEYS:
+        for n in _config_ints(cfg, key):
+            if n not in dims:
+                raise ConvertError(f"{cfg_path}: \"{key}\" {n} is not a dimension of any tensor the safetensors hold")
+
+
+def check_parameter_count(parameters: int, shapes: Shapes, cfg_path: str) -> None:
+    """The module config.json describes (built on the meta device, nothing allocated) holds no more values than the tensors."""
+    held = 0
+    for _dtype, shape in shapes.values():
+        n = 1
+        for d in shape:
+            n *= d
+        held += n
+    if parameters > held:
+        raise ConvertError(f"{cfg_path}: describes a model of {parameters} parameters; the safetensors hold {held} values (refused)")
