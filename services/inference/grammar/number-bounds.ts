@@ -10,7 +10,8 @@
  *   exponent) with its open side's integer part bounded to 16 digits;
  * - the converter's shared rules (`basic_integer`, `basic_number`: integers and numbers under
  *   type lists, `json_object`, untyped values) are replaced by bounded ones: integers within
- *   ±(2^53 − 1); numbers with an integer part of at most 16 digits, at most 15 fraction digits
+ *   ±(2^53 − 1), and so a number without fraction or exponent; other numbers with an integer
+ *   part of at most 16 digits, at most 15 fraction digits
  *   (a double holds 15–17 significant digits) and an exponent of at most 2 digits (every
  *   `1e±99` is a finite double).
  */
@@ -176,7 +177,14 @@ export function withIntegerRanges(ebnf: string, ranges: Map<string, RangeRule>):
 }
 
 const SAFE_RANGE = integerRange(-BigInt(SAFE_INTEGER), BigInt(SAFE_INTEGER), "tessera_safe_integer");
-export const BOUNDED_NUMBER = `"-"? ("0" | [1-9] [0-9]{0,${INTEGER_PART_DIGITS - 1}}) ("." [0-9]{1,${FRACTION_DIGITS}})? ([eE] [+-]? [0-9]{1,${EXPONENT_DIGITS}})?`;
+const EXPONENT = `[eE] [+-]? [0-9]{1,${EXPONENT_DIGITS}}`;
+/**
+ * A number without fraction or exponent is an integer to every JSON parser, so it is the safe
+ * range (16 digits alone would let 9032222222221922 through); with either, the bounded form.
+ */
+export const BOUNDED_NUMBER =
+  `${SAFE_RANGE.expr} | "-"? ("0" | [1-9] [0-9]{0,${INTEGER_PART_DIGITS - 1}}) ` +
+  `(("." [0-9]{1,${FRACTION_DIGITS}}) (${EXPONENT})? | ${EXPONENT})`;
 
 /**
  * Replaces the converter's unbounded `basic_integer` and `basic_number` rules with bounded ones,
@@ -184,9 +192,18 @@ export const BOUNDED_NUMBER = `"-"? ("0" | [1-9] [0-9]{0,${INTEGER_PART_DIGITS -
  * `( [1-9] | [1-9] [0-9]* )`) to 16 digits.
  */
 export function withBoundedBasics(ebnf: string): string {
-  return ebnf
+  let safeRange = false;
+  const out = ebnf
     .split("( [1-9] | [1-9] [0-9]* )")
     .join(`( [1-9] [0-9]{0,${INTEGER_PART_DIGITS - 1}} )`)
-    .replace(/^basic_integer ::= .*$/m, () => [`basic_integer ::= ${SAFE_RANGE.expr}`, ...SAFE_RANGE.rules].join("\n"))
-    .replace(/^basic_number ::= .*$/m, () => `basic_number ::= ${BOUNDED_NUMBER}`);
+    .replace(/^basic_integer ::= .*$/m, () => {
+      safeRange = true;
+      return `basic_integer ::= ${SAFE_RANGE.expr}`;
+    })
+    .replace(/^basic_number ::= .*$/m, () => {
+      safeRange = true;
+      return `basic_number ::= ${BOUNDED_NUMBER}`;
+    });
+  // The safe range's rules, once, for whichever of the two uses them.
+  return safeRange ? [out, ...SAFE_RANGE.rules].join("\n") : out;
 }
