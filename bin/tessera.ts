@@ -28,7 +28,7 @@ const USAGE = `Usage:
       TESSERA_ACCOUNTING_URL with TESSERA_ADMIN_TOKEN when set, else in TESSERA_DATA_DIR
       (tessera keys --help).
   tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights int8|fp32|fp16|int4]
-      Convert a Hugging Face SDAR or Fast-dLLM v2 checkpoint into a model directory
+      Convert a Hugging Face SDAR, Fast-dLLM v2 or DiffusionGemma checkpoint into a model directory
       (tessera convert --help).
   tessera calibrate <model-dir> <labelled.jsonl> [--holdout F] [--write]
       Fit a model directory's decision temperatures (one per question type) on labelled

@@ -26,6 +26,7 @@ describe("the tessera command", () => {
     expect(status).toBe(0);
     for (const setting of SETTINGS) expect(stdout).toContain(setting.env);
     expect(stdout).toContain("TESSERA_CONFIG");
+    expect(stdout).toMatch(/SDAR, Fast-dLLM v2 or DiffusionGemma checkpoint/);
   });
 
   it("refuses unknown commands, unknown services and service subsets", () => {
