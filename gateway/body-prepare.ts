@@ -1,6 +1,7 @@
 import { parseJson } from "./body.js";
 import { type ParsedChatRequest, parseChatRequest } from "./mappers/chat.js";
 import { type ParsedCompletionRequest, parseCompletionRequest } from "./mappers/completion.js";
+import { type ParsedDecisionRequest, parseDecisionRequest } from "./mappers/decision.js";
 import { type ParsedResponsesRequest, parseResponsesRequest } from "./mappers/responses-request.js";
 
 /**
@@ -9,13 +10,21 @@ import { type ParsedResponsesRequest, parseResponsesRequest } from "./mappers/re
  * neither JSON.parse nor the schema's validation of megabytes holds the event loop.
  * A preparer is named, not passed, because a function cannot cross to a worker thread.
  */
-export const BODY_PREPARERS: { [P in keyof AcceptedBodies]: (value: unknown) => PreparedBody<P> } = {
+export const BODY_PREPARERS: { [P in TextBodyPreparer]: (value: unknown, bytes: number) => PreparedBody<P> } & {
+  decision: (value: unknown, bytes: number) => DecisionBody;
+} = {
   /** The chat-completion request validated and mapped (a ParsedChatRequest; its requestId is left empty). */
   chat: (value: unknown) => parseChatRequest(value),
   /** The Responses request validated and mapped (a ParsedResponsesRequest; its requestId is left empty). */
   responses: (value: unknown) => parseResponsesRequest(value),
   /** The legacy completions request validated and mapped (a ParsedCompletionRequest; its requestId is left empty). */
   completion: (value: unknown) => parseCompletionRequest(value),
+  /**
+   * The decision request checked (state depth and size included: on a multi-megabyte state
+   * object that walk and its JSON text cost the event loop a second and more) and mapped, with
+   * the body's size; an oversized state never comes back to the main thread, only its 422.
+   */
+  decision: (value: unknown, bytes: number) => ({ ...parseDecisionRequest(value), bodyBytes: bytes }),
 };
 
 /** What each preparer makes of a body it accepts. */
@@ -25,13 +34,19 @@ export interface AcceptedBodies {
   completion: Extract<ParsedCompletionRequest, { ok: true }>;
 }
 
-export type BodyPreparer = keyof AcceptedBodies;
+/** A decision body as its route takes it: the checked request (or its violations) and the body's bytes. */
+export type DecisionBody = ParsedDecisionRequest & { bodyBytes: number };
+
+/** The preparers of the text routes (text-generation.ts). */
+export type TextBodyPreparer = keyof AcceptedBodies;
+
+export type BodyPreparer = TextBodyPreparer | "decision";
 
 /** `ctx.body` of a route that names preparer `P`: the accepted request, or the error that names the field at fault. */
-export type PreparedBody<P extends BodyPreparer> = AcceptedBodies[P] | Extract<ParsedChatRequest, { ok: false }>;
+export type PreparedBody<P extends TextBodyPreparer> = AcceptedBodies[P] | Extract<ParsedChatRequest, { ok: false }>;
 
 /** Parses a JSON body (body.ts `parseJson`: 400/422 in the FastAPI way) and prepares it. */
 export function prepareBody(bytes: Buffer, prepare: BodyPreparer | undefined): unknown {
   const value = parseJson(bytes);
-  return prepare === undefined ? value : BODY_PREPARERS[prepare](value);
+  return prepare === undefined ? value : BODY_PREPARERS[prepare](value, bytes.length);
 }

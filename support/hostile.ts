@@ -32,6 +32,20 @@ export function wideDecisionBody(questions: number, options: number, model = "de
   });
 }
 
+/** A decision whose state is one JSON object of about `bytes` bytes: many small nested records (8.3 MB: the issue's). */
+export function objectStateDecisionBody(bytes: number, model = "decisionmodel-latest"): string {
+  // Ids of seven digits, so that every record has the same length.
+  const record = (i: number) => ({
+    id: 1_000_000 + i,
+    name: `customer ${1_000_000 + i}`,
+    tags: ["late", "damaged"],
+    order: { n: 2_000_000 + i },
+  });
+  const one = JSON.stringify(record(1)).length + 1;
+  const records = Array.from({ length: Math.ceil(bytes / one) }, (_, i) => record(i));
+  return JSON.stringify({ model, state: { records }, questions: { spam: { type: "noul" } } });
+}
+
 export function smallDecisionBody(questions: number, model = "decisionmodel-latest"): string {
   return JSON.stringify({
     model,

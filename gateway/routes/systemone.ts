@@ -3,7 +3,8 @@ import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import type { DecideRequest, DecideResponse, DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { admitDecisionHold, decisionHold, questionCount } from "../admission.js";
 import { HttpError } from "../errors.js";
-import { decisionResponseToJson, parseDecisionRequest } from "../mappers/decision.js";
+import type { DecisionBody } from "../body-prepare.js";
+import { decisionResponseToJson } from "../mappers/decision.js";
 import type { Route } from "../route.js";
 
 export interface SystemoneRouteDeps {
@@ -17,13 +18,14 @@ export interface SystemoneRouteDeps {
  * upper bound of the input tokens of its decision quota (429 insufficient_quota when that does
  * not fit), and charged the exact input tokens afterwards.
  */
-export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRouteDeps): Route {
+export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRouteDeps): Route<DecisionBody> {
   return {
     method: "POST",
     path: "/v1/systemone",
     errorStyle: "detail",
     charge: { kind: UsageKind.DECISION, hold: "handler" },
     body: "json",
+    prepareBody: "decision",
     async handle(ctx) {
       const decide = async (request: DecideRequest): Promise<DecideResponse> => {
         try {
@@ -35,20 +37,19 @@ export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRou
           throw err;
         }
       };
-      const parsed = parseDecisionRequest(ctx.body, ctx.requestId);
+      const parsed = ctx.body;
       if (!parsed.ok) {
         // An invalid body still counts against the per-minute limit.
         await ctx.admit(UsageKind.UNSPECIFIED, 0);
         throw HttpError.invalid(parsed.violations);
       }
+      parsed.request.requestId = ctx.requestId;
       ctx.log.model = parsed.request.model;
       // Reserve an upper bound of the input tokens, so that parallel requests cannot overdraw
       // the quota; the exact count is charged when the answer is known. When the bound does not
       // fit what is left, the decision is tokenized (no model run) and the exact count held:
       // a key with Q tokens left can run any decision that costs at most Q.
-      const declared = Number(ctx.req.headers["content-length"]);
-      const bodyBytes = Number.isFinite(declared) && declared > 0 ? declared : Buffer.byteLength(JSON.stringify(ctx.body));
-      const bound = decisionHold(bodyBytes, questionCount(parsed.request), maxDecisionWorkTokens);
+      const bound = decisionHold(parsed.bodyBytes, questionCount(parsed.request), maxDecisionWorkTokens);
       await admitDecisionHold(
         (kind, tokens) => ctx.admit(kind, tokens),
         bound,

@@ -14,7 +14,7 @@ import { HttpError, toHttpError } from "../errors.js";
 import type { SettleUsage } from "../gate.js";
 import { admitGenerationHold, maxTokensHeld } from "../admission.js";
 import type { StreamErrorBody, StreamOutcome } from "../mappers/generation-stream.js";
-import type { AcceptedBodies, BodyPreparer, PreparedBody } from "../body-prepare.js";
+import type { AcceptedBodies, PreparedBody, TextBodyPreparer } from "../body-prepare.js";
 import type { JsonReply, RequestContext, Route } from "../route.js";
 import type { RequestError } from "../schemas/request-errors.js";
 import { createSseWriter, type SseWriter } from "../sse.js";
@@ -35,7 +35,7 @@ export interface TextRouteDeps {
 }
 
 /** What a text route declares; the rest (order, errors, charge, JSON or SSE) is textRoute's. */
-export interface TextRouteSpec<P extends BodyPreparer, Body> {
+export interface TextRouteSpec<P extends TextBodyPreparer, Body> {
   path: string;
   /** Validates and maps the body (body-prepare.ts), off the event loop for a large one. */
   prepare: P;
@@ -54,7 +54,7 @@ export interface TextRouteSpec<P extends BodyPreparer, Body> {
  * max_tokens of its text quota (429), generate (JSON or SSE), settle the exact usage; a stream
  * the client leaves is charged what was delivered.
  */
-export function textRoute<P extends BodyPreparer, Body>(deps: TextRouteDeps, spec: TextRouteSpec<P, Body>): Route<PreparedBody<P>> {
+export function textRoute<P extends TextBodyPreparer, Body>(deps: TextRouteDeps, spec: TextRouteSpec<P, Body>): Route<PreparedBody<P>> {
   const admit = spec.admit ?? admitChatGeneration;
   return {
     method: "POST",

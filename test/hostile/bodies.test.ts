@@ -1,9 +1,10 @@
 // Large valid bodies (issue 11, item 1): three concurrent 7.4 MB chat bodies (2,048 messages of
 // 3.6 KB) sent to `tessera serve` in a process of its own must not hold its event loop: /healthz,
 // /readyz and /metrics answer within 1 s throughout, on the public port and on the operations
-// port (TESSERA_OPS_PORT), and no answer is a 5xx.
+// port (TESSERA_OPS_PORT), and no answer is a 5xx. The same for decisions whose state is a
+// multi-megabyte object (issue 39): checked and refused on the body worker.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hugeChatBody, probeWhile, startTinyServe, type TinyServe } from "../../support/hostile.js";
+import { hugeChatBody, objectStateDecisionBody, probeWhile, startTinyServe, type TinyServe } from "../../support/hostile.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 let serve: TinyServe;
@@ -47,6 +48,32 @@ describe("three concurrent 7.4 MB chat bodies", () => {
     for (const probe of probes) {
       expect(probe.failures, JSON.stringify(probes)).toBe(0);
       expect(probe.tries).toBeGreaterThan(0);
+      expect(probe.maxMs, JSON.stringify(probes)).toBeLessThanOrEqual(1000);
+    }
+  });
+});
+
+describe("three concurrent 7 MB decisions whose state is one object (issue 39, item 2)", () => {
+  it("are refused 422 on the body worker, the probes answering within 1 s", { timeout: 120_000 }, async () => {
+    const body = objectStateDecisionBody(7_000_000);
+    expect(body.length).toBeGreaterThan(7_000_000);
+    const decisions = Promise.all(
+      [0, 1, 2].map(async () => {
+        const res = await fetch(`${serve.url}/v1/systemone`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key()}`, "content-type": "application/json" },
+          body,
+        });
+        return { status: res.status, body: (await res.json()) as { detail?: { loc: string[]; type: string }[] } };
+      }),
+    );
+    const probes = await probeWhile(serve.url, ["/healthz"], decisions, 50);
+    for (const answer of await decisions) {
+      expect(answer.status, JSON.stringify(answer.body)).toBe(422);
+      expect(answer.body.detail).toEqual([expect.objectContaining({ loc: ["body", "state"], type: "too_long" })]);
+    }
+    for (const probe of probes) {
+      expect(probe.failures, JSON.stringify(probes)).toBe(0);
       expect(probe.maxMs, JSON.stringify(probes)).toBeLessThanOrEqual(1000);
     }
   });
