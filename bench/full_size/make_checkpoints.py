@@ -1,7 +1,8 @@
 """Random-weight checkpoints in the published layouts of the real-size block-diffusion models.
 
     convert/.venv/bin/python bench/full_size/make_checkpoints.py <name> <out-dir> [--paper]
-    names: sdar-1.7b-chat, sdar-4b-chat, fast-dllm-v2-1.5b, sdar-118m-ci (the CI size)
+    names: sdar-1.7b-chat, sdar-4b-chat, fast-dllm-v2-1.5b, sdar-118m-ci (the CI size),
+           qwen3-1.7b, qwen3-118m-ci (plain autoregressive Qwen3: the same weights as the SDAR ones)
 
 Shapes, config.json keys and values, generation_config.json, shard layout and index are those
 of the published checkpoints; the tokenizer is convert/'s test tokenizer (a few hundred real
@@ -77,6 +78,12 @@ SPECS = {
         "num_attention_heads": 6, "num_hidden_layers": 2, "num_key_value_heads": 2, "tie_word_embeddings": False,
         "max_position_embeddings": 4096}},
 }
+# Plain Qwen3ForCausalLM checkpoints with the SDAR ones' shapes, seed and tensor order: the same
+# weights, read by transformers, tessera convert (block size 1) and llama.cpp (bench/cpu-peer.ts).
+QWEN3_AR = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "eos_token_id": 151645}
+for _ar, _sdar in (("qwen3-1.7b", "sdar-1.7b-chat"), ("qwen3-118m-ci", "sdar-118m-ci")):
+    SPECS[_ar] = {"family": "qwen3", "shards": SPECS[_sdar]["shards"], "config": {
+        **{k: v for k, v in SPECS[_sdar]["config"].items() if k != "auto_map"}, **QWEN3_AR}}
 
 
 def tensor_shapes(cfg: dict, qk_norm: bool, bias: bool) -> dict:
@@ -140,16 +147,17 @@ def main() -> None:
     a = ap.parse_args()
     spec = SPECS[a.name]
     cfg = dict(spec["config"])
-    sdar = spec["family"] == "sdar"
+    ar = spec["family"] == "qwen3"
+    sdar = spec["family"] == "sdar" or ar
     os.makedirs(a.out, exist_ok=True)
-    specials, mask = (tiny.QWEN3_SPECIALS, "<|MASK|>") if sdar else (tiny.QWEN25_SPECIALS, "|<MASK>|")
+    specials, mask = (tiny.QWEN3_SPECIALS, None if ar else "<|MASK|>") if sdar else (tiny.QWEN25_SPECIALS, "|<MASK>|")
     tok = tiny.build_tokenizer(specials, mask)
     template = tiny.read_template("qwen3.jinja" if sdar else "qwen2.5.jinja")
     ids = tiny.tokenizer_files(a.out, tok, specials, mask, template, template_file=sdar)
     eot, im_end = ids["<|endoftext|>"], ids["<|im_end|>"]
     # The test tokenizer's ids stand in for Qwen's (151643 <|endoftext|>, 151645 <|im_end|>).
     cfg["bos_token_id"] = eot
-    cfg["eos_token_id"] = eot if sdar else im_end
+    cfg["eos_token_id"] = im_end if ar or not sdar else eot
     tiny.write_json(os.path.join(a.out, "config.json"), cfg)
     gen = ({"bos_token_id": eot, "do_sample": True, "eos_token_id": [im_end, eot], "pad_token_id": eot, "temperature": 0.6,
             "top_k": 20, "top_p": 0.95, "transformers_version": cfg["transformers_version"]} if sdar else
