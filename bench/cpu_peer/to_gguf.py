@@ -11,7 +11,8 @@ q8_0 is quantized by the gguf package (numpy). q4_k_m needs the K-quants, which 
 calls ggml_quantize_chunk from node-llama-cpp's prebuilt libggml-base.so (llama.cpp's own
 quantizer) and picks each tensor's type as llama-quantize's Q4_K_M rule does (llama_tensor_get_type:
 Q6_K for the output head, or the embedding when the head is tied, and for attn_v / ffn_down in the
-layers use_more_bits names; Q4_K elsewhere). No importance matrix, as a plain llama-quantize run.
+layers use_more_bits names; Q4_K elsewhere; Q8_0 / Q5_0 where a row is not whole super-blocks of
+256, as its fallback does). No importance matrix, as a plain llama-quantize run.
 Tensors are read from the safetensors one at a time; the writer holds the quantized model.
 """
 
@@ -70,12 +71,17 @@ def use_more_bits(i: int, n: int) -> bool:
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def q4_k_m_type(name: str, layers: int, tied: bool) -> Q:
+def q4_k_m_type(name: str, layers: int, tied: bool, cols: int) -> Q:
     if name == "output.weight" or (tied and name == "token_embd.weight"):
-        return Q.Q6_K
-    if name.endswith("attn_v.weight") or name.endswith("ffn_down.weight"):
-        return Q.Q6_K if use_more_bits(int(name.split(".")[1]), layers) else Q.Q4_K
-    return Q.Q4_K
+        qtype = Q.Q6_K
+    elif name.endswith("attn_v.weight") or name.endswith("ffn_down.weight"):
+        qtype = Q.Q6_K if use_more_bits(int(name.split(".")[1]), layers) else Q.Q4_K
+    else:
+        qtype = Q.Q4_K
+    # llama-quantize's fallback for rows that are not whole K-quant super-blocks of 256.
+    if cols % gguf.QK_K != 0:
+        qtype = Q.Q8_0 if qtype == Q.Q6_K else Q.Q5_0
+    return qtype
 
 
 class GgmlQuantizer:
@@ -187,7 +193,7 @@ def main() -> None:
                 elif a.type == "q8_0":
                     w.add_tensor(name, gguf.quants.quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
                 else:
-                    qtype = q4_k_m_type(name, layers, tied)
+                    qtype = q4_k_m_type(name, layers, tied, x.shape[1])
                     w.add_tensor(name, ggml(x, qtype), raw_dtype=qtype)
                 del x
     w.write_header_to_file()
