@@ -3,6 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { QuotaExceededSchema, RateLimitedSchema } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { ValidationFailureSchema } from "../gen/tessera/decision/v1/decision_pb.js";
 import { OverloadedSchema } from "../gen/tessera/inference/v1/inference_pb.js";
+import { ERROR_PARAM_METADATA } from "../lib/error-param.js";
 import { MissingApiKey } from "./bearer.js";
 
 /**
@@ -129,7 +130,7 @@ export function errorFromConnect(err: ConnectError): HttpError {
   }
   const mapping = CONNECT_TO_HTTP[err.code] ?? CONNECT_TO_HTTP[Code.Unknown];
   const message = HIDDEN_MESSAGE.has(err.code) ? "internal error; quote the x-service-request-id when reporting it" : err.rawMessage;
-  return new HttpError(mapping.status, mapping.type, message, { code: mapping.code });
+  return new HttpError(mapping.status, mapping.type, message, { code: mapping.code, param: err.metadata.get(ERROR_PARAM_METADATA) });
 }
 
 /** Any thrown value as an HTTP answer; unexpected ones are 500 without their message. */

@@ -1,5 +1,6 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { type InferenceService, OverloadedSchema } from "../../gen/tessera/inference/v1/inference_pb.js";
+import { ERROR_PARAM_METADATA } from "../../lib/error-param.js";
 import { EngineError, type EngineErrorKind, Overloaded } from "./engine/engine-errors.js";
 
 /** The engine's errors as Connect codes: the one table (services/inference/README.md). */
@@ -18,7 +19,8 @@ export const CONNECT_CODES: Readonly<Record<EngineErrorKind, Code>> = {
 export function toConnectError(err: unknown): unknown {
   if (!(err instanceof EngineError)) return err;
   const details = err instanceof Overloaded ? [{ desc: OverloadedSchema, value: { retryAfterSeconds: err.retryAfterSeconds } }] : undefined;
-  return new ConnectError(err.message, CONNECT_CODES[err.kind], undefined, details, err);
+  const metadata = err.param === undefined ? undefined : new Headers({ [ERROR_PARAM_METADATA]: err.param });
+  return new ConnectError(err.message, CONNECT_CODES[err.kind], metadata, details, err);
 }
 
 type Impl = ServiceImpl<typeof InferenceService>;

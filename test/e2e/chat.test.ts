@@ -412,7 +412,7 @@ describe("chat completions: errors", () => {
         },
       ],
     });
-    expectOpenAiError(res, 400, "invalid_request_error");
+    expectOpenAiError(res, 400, "invalid_request_error", { param: "messages[0].content[1]" });
     expect(res.json.error.message).toContain(MODEL);
     const remote = await post({
       model: MODEL,

@@ -219,10 +219,11 @@ describe("schemas the grammar cannot enforce: 400 naming the problem", () => {
           response_format: { type: "json_schema", json_schema: { name: "x", schema } },
         }),
       });
-      const body = (await res.json()) as { error: { type: string; message: string } };
+      const body = (await res.json()) as { error: { type: string; message: string; param: string | null } };
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(body.error.type).toBe("invalid_request_error");
       expect(body.error.message).toMatch(message);
+      expect(body.error.param).toBe("response_format.json_schema.schema");
     });
   }
 
@@ -236,9 +237,10 @@ describe("schemas the grammar cannot enforce: 400 naming the problem", () => {
         tools: [{ type: "function", function: { name: "f", parameters: { type: "object", not: { required: ["a"] } } } }],
       }),
     });
-    const body = (await res.json()) as { error: { type: string; message: string } };
+    const body = (await res.json()) as { error: { type: string; message: string; param: string | null } };
     expect(res.status).toBe(400);
     expect(body.error.message).toMatch(/tools\[f\]\.parameters\.not/);
+    expect(body.error.param).toBe("tools");
   });
 });
 

@@ -4,6 +4,7 @@ import { QuotaExceededSchema, RateLimitedSchema, UsageKind } from "../../gen/tes
 import { ValidationFailureSchema } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { OverloadedSchema } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { CONNECT_TO_HTTP, HttpError, errorBody, errorFromConnect, toHttpError } from "../../gateway/errors.js";
+import { ERROR_PARAM_METADATA } from "../../lib/error-param.js";
 
 describe("the Connect → HTTP table", () => {
   it("maps every code, with the statuses of docs/architecture.md §7", () => {
@@ -106,6 +107,25 @@ describe("error bodies", () => {
         param: "messages[2].role",
       },
     });
+  });
+
+  it("name the field a service refused (its param metadata) in the 400", () => {
+    const err = errorFromConnect(
+      new ConnectError(
+        "does not support image input",
+        Code.InvalidArgument,
+        new Headers({ [ERROR_PARAM_METADATA]: "messages[0].content[1]" }),
+      ),
+    );
+    expect(errorBody("openai", err).body).toEqual({
+      error: {
+        message: "does not support image input",
+        type: "invalid_request_error",
+        code: "invalid_request",
+        param: "messages[0].content[1]",
+      },
+    });
+    expect(errorFromConnect(new ConnectError("bad", Code.InvalidArgument)).options.param).toBeNull();
   });
 
   it("carry the decision service's violations through Connect", () => {

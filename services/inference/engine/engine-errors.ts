@@ -4,7 +4,11 @@
  */
 export abstract class EngineError extends Error {
   abstract readonly kind: EngineErrorKind;
-  constructor(message: string) {
+  /** `param`: the request field at fault (`messages[0].content[1]`), when known. */
+  constructor(
+    message: string,
+    readonly param?: string,
+  ) {
     super(message);
     this.name = new.target.name;
   }

@@ -123,7 +123,12 @@ export async function sequenceGrammar(
       ...(options.onCompile !== undefined ? { onCompile: options.onCompile } : {}),
     });
   } catch (err) {
-    if (err instanceof SchemaError) throw new InvalidRequest(err.message);
+    if (err instanceof SchemaError) throw new InvalidRequest(err.message, specParam(spec));
     throw err;
   }
+}
+
+/** The request field holding the schema a refusal is about (chat's names). */
+function specParam(spec: GrammarSpec): string {
+  return spec.kind === "json_schema" || spec.kind === "json_object" ? "response_format.json_schema.schema" : "tools";
 }

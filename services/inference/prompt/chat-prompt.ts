@@ -62,7 +62,7 @@ const ROLE_NAMES: Partial<Record<Role, TemplateMessage["role"]>> = {
   [Role.TOOL]: "tool",
 };
 
-const invalid = (message: string) => new InvalidRequest(message);
+const invalid = (message: string, param?: string) => new InvalidRequest(message, param);
 
 /**
  * Turns a Generate/CountTokens request into chat template variables and reply-parser
@@ -169,15 +169,20 @@ function templateMessage(
   const role = ROLE_NAMES[message.role];
   if (role === undefined) throw invalid(`messages[${index}].role is missing or unknown`);
   const texts: string[] = [];
-  for (const part of message.content) {
+  for (const [j, part] of message.content.entries()) {
     if (part.part.case === "text") {
       texts.push(part.part.value);
     } else if (part.part.case === "imageUrl") {
-      if (!capabilities.images) throw invalid(`model "${modelName}" does not support image input`);
+      // The gateway maps messages and their parts one to one, so these indices are the request's.
+      const param = `messages[${index}].content[${j}]`;
+      if (!capabilities.images) throw invalid(`model "${modelName}" does not support image input`, param);
       if (!part.part.value.url.startsWith("data:")) {
-        throw invalid(`messages[${index}]: only data: URLs are accepted for images; remote URLs are never fetched`);
+        throw invalid(
+          `messages[${index}]: only data: URLs are accepted for images; remote URLs are never fetched`,
+          `${param}.image_url.url`,
+        );
       }
-      if (imageText === undefined) throw invalid(`model "${modelName}": this engine's model contract has no image input`);
+      if (imageText === undefined) throw invalid(`model "${modelName}": this engine's model contract has no image input`, param);
       texts.push(imageText(part.part.value.url));
     }
   }

@@ -86,7 +86,7 @@ function boundChat(runtime: ModelRuntime, modelId: string, input: ChatInput, lim
     try {
       checkSchema(schema, "response_format.json_schema.schema", limits);
     } catch (err) {
-      throw err instanceof SchemaError ? invalid(err.message) : err;
+      throw err instanceof SchemaError ? new InvalidRequest(err.message, "response_format.json_schema.schema") : err;
     }
   }
   const context = runtime.decode.maxPositions;
