@@ -151,7 +151,8 @@ def decision_json_for(chat_template: str, answer_slot: str = "mask", where: str 
             "score": between + "Question: " + instr("Rate the state on this scale.") + "\nLevels, lowest first:\n"
             "{% for l in levels %}{{ l.label }}. {{ l.text }}\n{% endfor %}Answer with the letter of one level." + after,
         },
-        "labels": {"noul": ["Yes", "No"], "choice": letters(128), "score": letters(10)},
+        # 255 option labels: the widest choice the API takes (lib/decision-types/choice.ts).
+        "labels": {"noul": ["Yes", "No"], "choice": letters(255), "score": letters(10)},
         "temperatures": {"noul": 1.0, "choice": 1.0, "score": 1.0},
         "calibrated": False,
     }
