@@ -1,8 +1,8 @@
 // DiffusionGemma end to end: the official `openai` client over real HTTP against the embedded
 // server serving the tiny converted DiffusionGemma (contract v3, decoded on canvases). Random
 // weights, so the text is noise; what is pinned down is the shape (chat, stream, usage, finish
-// reasons, logprobs, stop sequences, raw completions, the live denoising view's canvas steps)
-// and the refusals a canvas model answers with a 400 that says why.
+// reasons, logprobs, stop sequences, raw completions, the live denoising view's canvas steps).
+// JSON modes and forced / auto tool calls under the grammar: diffusion-gemma-structured.test.ts.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI from "openai";
@@ -164,28 +164,6 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) through the o
     expect(echoed.choices[0]!.text.startsWith("The quick brown fox")).toBe(true);
     expect(echoed.choices[0]!.logprobs!.token_logprobs!.slice(0, promptTokens).every((x) => x === null)).toBe(true);
     expect(echoed.choices[0]!.logprobs!.tokens!.length).toBe(promptTokens + echoed.usage!.completion_tokens);
-  }, 120_000);
-
-  it("refuses JSON modes and forced tool calls with a 400 that says why (images: diffusion-gemma-images.test.ts)", async () => {
-    const refused = async (params: Record<string, unknown>) => {
-      try {
-        await client.chat.completions.create({ ...ask, max_tokens: 16, ...params } as OpenAI.ChatCompletionCreateParamsNonStreaming);
-      } catch (err) {
-        expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-        return (err as InstanceType<typeof OpenAI.BadRequestError>).message;
-      }
-      throw new Error("not refused");
-    };
-    expect(await refused({ response_format: { type: "json_object" } })).toMatch(
-      /denoises a canvas.*json_object \/ json_schema is not supported/,
-    );
-    const tool = { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: {} } } };
-    expect(await refused({ tools: [tool], tool_choice: { type: "function", function: { name: "get_weather" } } })).toMatch(
-      /cannot constrain to a tool call: tool_choice "required" or naming a function is not supported/,
-    );
-    expect(await refused({ tools: [tool], tool_choice: "required" })).toMatch(
-      /tool_choice "required" or naming a function is not supported/,
-    );
   }, 120_000);
 
   it("tools (auto) and a tool message round trip: the reply's shape, tool_calls parsed where the model wrote one", async () => {

@@ -7,15 +7,14 @@
  * through the model's generation slots and wait queue (slots.ts, as for a mask model), decoded
  * by the canvas decoder, its canvases streamed as deltas (canvas-reply.ts: stop sequences,
  * logprobs) through the reply parser (the model's `special_tokens`: thinking into reasoning,
- * calls into tool_calls) and, when asked, each denoising step as a step event. What a canvas
- * cannot do yet is refused with InvalidArgument (an OpenAI 400) saying why: JSON modes and
- * forced tool calls (the grammar's frontier rule needs masked positions,
- * docs/constrained-decoding.md "On a canvas").
+ * calls into tool_calls) and, when asked, each denoising step as a step event. JSON modes and
+ * tool calls are decoded under a grammar from a frozen frontier (canvas-grammar.ts,
+ * decoder/canvas/canvas-frontier.ts; docs/constrained-decoding.md "On a canvas").
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { GenerateStepSchema, ResponseFormatType, ToolChoiceMode } from "../../../gen/tessera/inference/v1/inference_pb.js";
+import { GenerateStepSchema } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import { StopMatcher } from "../decoder/reply-text.js";
 import { checkRawPromptRequest, tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
@@ -23,7 +22,11 @@ import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyDelta, 
 import { checkpointTemplateVariables } from "../prompt/checkpoint-template.js";
 import { CanvasReply, type CanvasReplyDelta } from "./canvas-reply.js";
 import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImagePrompt } from "./canvas-images.js";
-import { buildChatPrompt } from "../prompt/chat-prompt.js";
+import { buildChatPrompt, type ChatPrompt } from "../prompt/chat-prompt.js";
+import { DEFAULT_GRAMMAR_OPTIONS } from "../grammar/model-grammars.js";
+import type { ModelGrammarOptions } from "../grammar/request-grammar.js";
+import type { CanvasConstraint } from "../decoder/canvas/canvas-frontier.js";
+import { type CanvasGrammarPlan, canvasGrammarPlan, startCanvasGrammar } from "./canvas-grammar.js";
 import { CanvasDecoder, type CanvasStepEvent, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, type CanvasModelOptions, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
 import type { CountRequest, GenerationRequest, ReplyChunk, ReplyEvent } from "../engine/engine.js";
@@ -45,6 +48,8 @@ export interface CanvasEngine {
   slots: SlotPool;
   /** The work cap and row cap of Score requests (canvas-score.ts). */
   scoreLimits: CanvasScoreLimits;
+  /** The grammar settings of constrained replies (TESSERA_GRAMMAR_*), as a mask model's. */
+  grammar: ModelGrammarOptions;
   /** Set by close(): new requests are refused, waiting ones ended. */
   readonly closed: boolean;
   /**
@@ -81,6 +86,7 @@ export async function loadCanvasEngine(
     metrics?: EngineMetrics | undefined;
     maxScoreWorkTokens?: number | undefined;
     maxScoreRowTokens?: number | undefined;
+    grammar?: ModelGrammarOptions | undefined;
     /** The GPU provider and its fallback (decoder/canvas/canvas-model.ts). */
     providers?: Pick<CanvasModelOptions, "executionProviders" | "fallback" | "logger">;
   },
@@ -111,6 +117,7 @@ export async function loadCanvasEngine(
       maxWorkTokens: options.maxScoreWorkTokens ?? DEFAULT_MAX_SCORE_WORK_TOKENS,
       maxRowTokens: options.maxScoreRowTokens ?? DEFAULT_MAX_SCORE_ROW_TOKENS,
     },
+    grammar: options.grammar ?? DEFAULT_GRAMMAR_OPTIONS,
     get closed() {
       return closed;
     },
@@ -126,34 +133,32 @@ export async function loadCanvasEngine(
 
 const invalid = (message: string) => new InvalidRequest(message);
 
-function refuseUnsupported(req: GenerationRequest): void {
+function checkRequest(req: GenerationRequest): void {
   const options = req.options;
-  const format = options?.responseFormat?.type;
-  if (format === ResponseFormatType.JSON_OBJECT || format === ResponseFormatType.JSON_SCHEMA) {
-    throw invalid(
-      `model "${req.model}" denoises a canvas of random tokens, which the grammar's frontier rule (it needs masked positions) cannot constrain: response_format json_object / json_schema is not supported on it`,
-    );
-  }
-  const choice = options?.toolChoice?.choice;
-  if (choice?.case === "functionName" || (choice?.case === "mode" && choice.value === ToolChoiceMode.REQUIRED && req.tools.length > 0)) {
-    throw invalid(
-      `model "${req.model}" denoises a canvas of random tokens, which the grammar's frontier rule (it needs masked positions) cannot constrain to a tool call: tool_choice "required" or naming a function is not supported on it (use "auto")`,
-    );
-  }
   checkStopSequences(options?.stop ?? []);
   if (req.rawPrompt !== undefined) checkRawPromptRequest(req, req.rawPrompt);
 }
 
-/** The prompt's token ids, each image's run expanded (image tokens counted as prompt tokens), and how its reply is parsed. */
+/**
+ * The prompt's token ids, each image's run expanded (image tokens counted as prompt tokens), how
+ * its reply is parsed, and the reply's grammar plan (its prompt suffix already in the ids).
+ */
 async function promptIds(
   engine: CanvasEngine,
   req: Pick<GenerationRequest, "model" | "messages" | "tools" | "options">,
-): Promise<ImagePrompt & { parser: ReplyParser }> {
+): Promise<ImagePrompt & { parser: ReplyParser; plan: CanvasGrammarPlan | undefined }> {
   const collector = engine.images?.collector();
-  const { text, parser } = renderCanvasChat(engine.model, engine.images !== undefined, req, collector?.imageText);
-  const ids = engine.model.tokenizer.encode(text);
-  if (engine.images === undefined || collector === undefined) return { ids, urls: [], blocks: [], parser };
-  return { ...(await engine.images.expand(ids, collector.urls)), parser };
+  const { text, parser, prompt } = renderCanvasChat(engine.model, engine.images !== undefined, req, collector?.imageText);
+  const plan = canvasGrammarPlan(
+    prompt,
+    { messages: req.messages, tools: req.tools, options: req.options },
+    engine.model.config.specialTokens,
+  );
+  const suffix = plan?.promptSuffix ?? "";
+  if (suffix !== "") parser.push(suffix);
+  const ids = engine.model.tokenizer.encode(text + suffix);
+  if (engine.images === undefined || collector === undefined) return { ids, urls: [], blocks: [], parser, plan };
+  return { ...(await engine.images.expand(ids, collector.urls)), parser, plan };
 }
 
 /** A chat request's prompt text, rendered by the checkpoint's own template, and the parser of its reply. */
@@ -162,7 +167,7 @@ export function renderCanvasChat(
   images: boolean,
   req: Pick<GenerationRequest, "model" | "messages" | "tools" | "options">,
   imageText?: (dataUrl: string) => string,
-): { text: string; parser: ReplyParser } {
+): { text: string; parser: ReplyParser; prompt: ChatPrompt } {
   const { config } = model;
   const capabilities = { images, tools: config.tools, thinking: config.thinking };
   const built = buildChatPrompt(req.model, capabilities, { messages: req.messages, tools: req.tools, options: req.options }, imageText);
@@ -173,8 +178,10 @@ export function renderCanvasChat(
     throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
   }
   // Gemma 4's prompt never opens the thinking span (the model writes `<|channel>thought` itself),
-  // so the parser starts outside it and enters it at the open tag.
-  return { text, parser: createReplyParser({ ...built.parser, thinking: false, tags: config.specialTokens }) };
+  // so the parser starts outside it and enters it at the open tag. A forced call is read from its
+  // open tag (the prompt's suffix, canvas-grammar.ts), the name included, as an auto call is.
+  const { forcedTool: _, ...parserOptions } = built.parser;
+  return { text, parser: createReplyParser({ ...parserOptions, thinking: false, tags: config.specialTokens }), prompt: built };
 }
 
 export async function canvasCountTokens(engine: CanvasEngine, req: CountRequest): Promise<{ tokens: number }> {
@@ -187,11 +194,11 @@ export async function canvasCountTokens(engine: CanvasEngine, req: CountRequest)
 }
 
 export async function* canvasGenerate(engine: CanvasEngine, req: GenerationRequest, signal: AbortSignal): AsyncGenerator<ReplyEvent> {
-  refuseUnsupported(req);
+  checkRequest(req);
   // A raw prompt (legacy completions) is tokenized as it is: no template, nothing added.
-  const prompt: ImagePrompt & { parser: ReplyParser } =
+  const prompt: ImagePrompt & { parser: ReplyParser; plan: CanvasGrammarPlan | undefined } =
     req.rawPrompt !== undefined
-      ? { ids: engine.model.tokenizer.encode(req.rawPrompt), urls: [], blocks: [], parser: createRawReplyParser() }
+      ? { ids: engine.model.tokenizer.encode(req.rawPrompt), urls: [], blocks: [], parser: createRawReplyParser(), plan: undefined }
       : await promptIds(engine, req);
   const { ids } = prompt;
   const { config } = engine.model;
@@ -200,7 +207,17 @@ export async function* canvasGenerate(engine: CanvasEngine, req: GenerationReque
     throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
   const maxTokens = effectiveMaxTokens(req.options?.maxTokens ?? 0, ids.length, context);
   if (engine.closed) throw new ShuttingDown(`model "${engine.name}" is shutting down`);
-  await engine.slots.acquire(signal);
+  // A schema the grammar cannot enforce is refused before the request waits for a slot.
+  const constraint =
+    prompt.plan === undefined
+      ? undefined
+      : await startCanvasGrammar(engine.model, engine.grammar, prompt.plan, maxTokens, { metrics: engine.metrics, name: engine.name });
+  try {
+    await engine.slots.acquire(signal);
+  } catch (err) {
+    constraint?.grammar?.dispose();
+    throw err;
+  }
   const admitted = performance.now();
   // The slot is given back when the decoder lets the row go: at its end, or after the forward
   // it is in once the caller aborts, leaves the stream early or the engine closes. Tied to the
@@ -219,21 +236,29 @@ export async function* canvasGenerate(engine: CanvasEngine, req: GenerationReque
   try {
     // Images are model work, so they are decoded and embedded only once a slot is held.
     const images = prompt.urls.length > 0 ? await engine.images!.embed(prompt) : undefined;
-    yield* decodeAndStream(engine, req, { ids, images, parser: prompt.parser }, maxTokens, stop.signal, (result) => {
+    yield* decodeAndStream(engine, req, { ids, images, parser: prompt.parser, constraint }, maxTokens, stop.signal, (result) => {
       decoding = true;
       result.then(release, release);
     });
   } finally {
     signal.removeEventListener("abort", onAbort);
     stop.abort();
-    if (!decoding) release();
+    if (!decoding) {
+      constraint?.grammar?.dispose();
+      release();
+    }
   }
 }
 
 async function* decodeAndStream(
   engine: CanvasEngine,
   req: GenerationRequest,
-  { ids, images, parser }: { ids: number[]; images: PromptImages | undefined; parser: ReplyParser },
+  {
+    ids,
+    images,
+    parser,
+    constraint,
+  }: { ids: number[]; images: PromptImages | undefined; parser: ReplyParser; constraint: CanvasConstraint | undefined },
   maxTokens: number,
   signal: AbortSignal,
   onStarted: (result: Promise<unknown>) => void,
@@ -253,6 +278,7 @@ async function* decodeAndStream(
     promptIds: ids,
     ...(images !== undefined ? { images } : {}),
     ...(logprobs !== undefined ? { logprobs } : {}),
+    ...(constraint !== undefined ? { constraint } : {}),
     maxTokens,
     draws: seededDraws((Math.random() * 2 ** 32) >>> 0),
     signal,
@@ -298,6 +324,15 @@ async function* decodeAndStream(
   if (tail !== undefined) yield { type: "chunk", chunk: tail };
   const reason = r.finishReason === "stop" && end.sawToolCall ? "tool_calls" : r.finishReason;
   const completionTokens = last.completionTokens;
+  if (constraint !== undefined && engine.metrics !== undefined) {
+    const { metrics } = engine;
+    metrics.constrainedReplies.inc({ model: engine.name, finish_reason: reason });
+    if (r.grammar !== undefined) {
+      metrics.jumpForwardTokens.inc({ model: engine.name }, r.grammar.forced);
+      if (r.grammar.loopGuard > 0) metrics.loopGuardInterventions.inc({ model: engine.name, rule: "loop" }, r.grammar.loopGuard);
+      if (r.grammar.budget > 0) metrics.loopGuardInterventions.inc({ model: engine.name, rule: "budget" }, r.grammar.budget);
+    }
+  }
   engine.metrics?.generatedTokens.inc({ model: engine.name }, completionTokens);
   engine.metrics?.requestDuration.observe({ model: engine.name }, (performance.now() - started) / 1000);
   yield { type: "finished", reason, promptTokens: ids.length, completionTokens, forwardPasses: r.steps };

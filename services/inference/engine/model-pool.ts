@@ -111,6 +111,7 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
           metrics,
           maxScoreWorkTokens: options.maxScoreWorkTokens,
           maxScoreRowTokens: options.maxScoreRowTokens,
+          grammar,
           providers: {
             ...(providers !== undefined ? { executionProviders: providers } : {}),
             ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),

@@ -11,7 +11,14 @@ export type GrammarSpec =
   /** A forced call (named or required tool): the prompt ends at `"arguments": `; the reply is the arguments, `}</tool_call>`, end. */
   | { kind: "tool_arguments"; tool: string; parameters: unknown }
   /** tool_choice auto: free text, and every `<tool_call>` opened is a complete call of one of the tools. */
-  | { kind: "tool_calls"; tools: { name: string; parameters: unknown }[] };
+  | { kind: "tool_calls"; tools: { name: string; parameters: unknown }[] }
+  /**
+   * One call in Gemma 4's markup, the prompt (or the reply so far) ending at its open tag: `call:NAME`
+   * of one of the tools, its arguments as a JSON object of its parameters (JSON-quoted keys and
+   * strings, which reply-gemma4.ts reads beside Gemma's own `<|"|>` strings), the close tag, end.
+   * A canvas model's forced call and its auto call once opened (docs/constrained-decoding.md, "On a canvas").
+   */
+  | { kind: "gemma4_call"; tools: { name: string; parameters: unknown }[] };
 
 /** The one-line JSON style of the chat template: `{"a": 1, "b": [2, 3]}`. */
 const SEPARATORS: [string, string] = [", ", ": "];
@@ -34,7 +41,7 @@ export type GrammarSource = { ebnf: string } | { structuralTag: object };
 export function checkSpec(spec: GrammarSpec, limits?: SchemaLimits): void {
   if (spec.kind === "json_schema") checkSchema(spec.schema, "response_format.json_schema.schema", limits);
   if (spec.kind === "tool_arguments") checkSchema(spec.parameters ?? NO_PARAMETERS, `tools[${spec.tool}].parameters`, limits);
-  if (spec.kind === "tool_calls") {
+  if (spec.kind === "tool_calls" || spec.kind === "gemma4_call") {
     for (const tool of spec.tools) checkSchema(tool.parameters ?? NO_PARAMETERS, `tools[${tool.name}].parameters`, limits);
   }
 }
@@ -90,6 +97,18 @@ export async function grammarSource(
         });
       }
       return { structuralTag: { type: "structural_tag", format: { type: "triggered_tags", triggers: [open], tags } } };
+    }
+    case "gemma4_call": {
+      const tags = [];
+      for (const tool of spec.tools) {
+        tags.push({
+          type: "tag",
+          begin: `call:${tool.name}`,
+          content: { type: "grammar", grammar: await ebnf(tool.parameters) },
+          end: close,
+        });
+      }
+      return { structuralTag: { type: "structural_tag", format: tags.length === 1 ? tags[0] : { type: "or", elements: tags } } };
     }
   }
 }

@@ -42,6 +42,8 @@ export class JsonTracker {
     private readonly openTag: string,
     /** What follows the top-level value: `free` for auto tools, `after` otherwise. */
     private readonly afterValue: TrackerMode = start === "free" ? "free" : "after",
+    /** The value is an object after a head (Gemma 4's `call:NAME`): before its `{`, bytes are not JSON. */
+    private readonly headBeforeObject = false,
   ) {
     this.mode = start;
   }
@@ -82,6 +84,7 @@ export class JsonTracker {
       return;
     }
     const c = String.fromCharCode(b);
+    if (this.headBeforeObject && top === undefined && c !== "{") return;
     if (c === '"') this.open("string", next);
     else if (c === "{") this.open("object", next);
     else if (c === "[") this.open("array", next);

@@ -126,13 +126,15 @@ export class ValueGuard {
 
   constructor(
     private readonly rules: FinishRules,
-    start: "json" | "free",
+    /** `call`: a Gemma 4 call's `call:NAME` head, then its arguments object. */
+    start: "json" | "free" | "call",
     tokenBytes: readonly Uint8Array[],
     openTag: string,
     /** The reply's max_tokens (the reply budget); undefined: no reply budget. */
     private readonly maxTokens?: number,
   ) {
-    this.tracker = new JsonTracker(start, tokenBytes, openTag);
+    this.tracker =
+      start === "call" ? new JsonTracker("json", tokenBytes, openTag, "after", true) : new JsonTracker(start, tokenBytes, openTag);
     let roles = rolesCache.get(tokenBytes);
     if (roles === undefined) {
       roles = closingRoles(tokenBytes);
@@ -207,7 +209,7 @@ export function replyGuard(
   if (rules.finish === undefined || !ValueGuard.active(rules.finish)) return undefined;
   return new ValueGuard(
     rules.finish,
-    spec.kind === "tool_calls" ? "free" : "json",
+    spec.kind === "tool_calls" ? "free" : spec.kind === "gemma4_call" ? "call" : "json",
     grammars.tokenBytes,
     grammars.tags.toolCall[0],
     rules.maxTokens,

@@ -13,6 +13,8 @@ import type { ForwardTransfer } from "../forward.js";
 import type { CommittedLogprob } from "../logprobs.js";
 import { addTransfer, CanvasDeviceState, emptyTransfer, hostBytes, isKVFeed } from "./canvas-device.js";
 import { batchFeeds, emptyCache, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache, storePresents } from "./canvas-kv.js";
+import type { GrammarReport } from "../../grammar/sequence-grammar.js";
+import { type CanvasConstraint, CanvasFrontier } from "./canvas-frontier.js";
 import type { CanvasModel } from "./canvas-model.js";
 import type { DeviceRow } from "./graph-sampler.js";
 import { acceptMask, nextCanvas, noiseTokens, seededRandom, StableConfidentStop, temperatureAt } from "./sampler.js";
@@ -80,6 +82,8 @@ export interface CanvasRequest {
    * canvas's last step (docs/decoding.md, "Logprobs on a canvas").
    */
   logprobs?: { top: number };
+  /** The reply's grammar (canvas-frontier.ts); absent: free text. */
+  constraint?: CanvasConstraint;
 }
 
 export interface CanvasResult {
@@ -90,6 +94,8 @@ export interface CanvasResult {
   canvases: number;
   /** Generated tokens (the stop token included, as transformers counts them) per denoiser step. */
   tokensPerStep: number;
+  /** What the reply's grammar did, when one decoded part of it. */
+  grammar?: GrammarReport;
 }
 
 interface Row {
@@ -103,6 +109,8 @@ interface Row {
   canvasIndex: number;
   reply: number[];
   steps: number;
+  /** The grammar's frozen prefix of this canvas, while the reply is constrained. */
+  frontier: CanvasFrontier | undefined;
   resolve(r: CanvasResult): void;
   reject(err: unknown): void;
 }
@@ -153,6 +161,10 @@ export class CanvasDecoder {
             canvasIndex: -1,
             reply: [],
             steps: 0,
+            frontier:
+              req.constraint?.grammar !== undefined
+                ? new CanvasFrontier(req.constraint.grammar, config.vocabSize, req.constraint.endToken)
+                : undefined,
             resolve,
             reject,
           };
@@ -160,7 +172,10 @@ export class CanvasDecoder {
           this.rows.push(row);
           if (!this.running) void this.pump();
         })
-        .catch(reject);
+        .catch((err) => {
+          req.constraint?.grammar?.dispose();
+          reject(err);
+        });
     });
   }
 
@@ -242,6 +257,7 @@ export class CanvasDecoder {
   private drop(row: Row, err: unknown): void {
     const i = this.rows.indexOf(row);
     if (i >= 0) this.rows.splice(i, 1);
+    row.frontier?.dispose();
     row.reject(err);
   }
 
@@ -252,6 +268,12 @@ export class CanvasDecoder {
     const V = config.vocabSize;
     const B = batch.length;
     const transfer = emptyTransfer();
+    // A constrained canvas's forced text at its start is committed before its first forward.
+    for (const r of batch) {
+      if (r.frontier === undefined) continue;
+      await r.frontier.jumpForward(this.room(r));
+      r.canvas.set(r.frontier.committed.slice(0, C));
+    }
     const feeds = batchFeeds(
       batch.map((r) => r.cache),
       config.layers,
@@ -267,7 +289,8 @@ export class CanvasDecoder {
         ids[b * C + i] = BigInt(r.canvas[i]!);
         pos[b * C + i] = BigInt(r.cache.length + i);
       }
-      temperature[b] = temperatureAt(config.sampler, r.stepsLeft);
+      // A constrained canvas may run past max_denoising_steps; its temperature stays at t_min there.
+      temperature[b] = temperatureAt(config.sampler, Math.max(0, r.stepsLeft));
     });
     let scFeed = this.device?.selfConditioning(batch);
     if (scFeed === undefined || batch.some((r) => r.sc !== undefined)) {
@@ -318,12 +341,23 @@ export class CanvasDecoder {
         transfer.toHost.other += B * C * 12;
       }
       const hostLogits = onDevice ? undefined : (logitsOut.data as Float32Array);
+      // The grammar reads a constrained row's logits on the host.
+      let downloaded: Float32Array | undefined;
       for (let b = 0; b < B; b++) {
         const row = batch[b]!;
         if (!live[b]) continue;
         const rowLogits: Float32Array | DeviceRow = hostLogits?.subarray(b * C * V, (b + 1) * C * V) ?? { tensor: logitsOut, row: b };
         const processed =
           processedAll?.[b] ?? (await this.model.sampler.processRow(rowLogits as Float32Array, C, temperature[b]!, uniforms[b]!));
+        if (row.frontier !== undefined) {
+          if (hostLogits === undefined && downloaded === undefined) {
+            downloaded = await this.model.device!.download(logitsOut);
+            transfer.toHost.other += downloaded.byteLength;
+          }
+          const host = (hostLogits ?? downloaded!).subarray(b * C * V, (b + 1) * C * V);
+          await this.frontierStep(row, processed, host, rowLogits, transfer);
+          continue;
+        }
         const accepted = acceptMask(processed.entropy, config.sampler.entropyBound);
         const noise = row.req.draws.noise(C, V);
         row.canvas = nextCanvas(processed.sample, accepted, noise);
@@ -348,12 +382,52 @@ export class CanvasDecoder {
     }
   }
 
+  /** The positions of the row's canvas the reply still has room for. */
+  private room(row: Row): number {
+    return Math.min(this.model.config.canvasLength, row.req.maxTokens - row.reply.length);
+  }
+
+  /** One step of a constrained row: the frontier rule on its logits, the draft right of it from the sampler. */
+  private async frontierStep(
+    row: Row,
+    processed: { entropy: ArrayLike<number>; argmax: Int32Array; sample: ArrayLike<number> },
+    logits: Float32Array,
+    rowLogits: Float32Array | DeviceRow,
+    transfer: ForwardTransfer,
+  ): Promise<void> {
+    const { config } = this.model;
+    const frontier = row.frontier!;
+    const room = this.room(row);
+    await frontier.step(logits, room);
+    const noise = row.req.draws.noise(config.canvasLength, config.vocabSize);
+    const { canvas, accepted } = frontier.nextCanvas(processed.entropy, processed.sample, noise, config.sampler.entropyBound);
+    row.canvas = canvas;
+    row.steps++;
+    const last = frontier.done(room);
+    const f = frontier.committed.length;
+    row.req.onStep?.({
+      canvasIndex: row.canvasIndex,
+      step: row.steps,
+      canvasStep: config.sampler.maxDenoisingSteps - row.stepsLeft + 1,
+      draft: [...frontier.committed, ...Array.from(processed.argmax).slice(f)].slice(0, config.canvasLength),
+      acceptedMask: accepted,
+      accepted: accepted.filter(Boolean).length,
+      last,
+    });
+    row.stepsLeft--;
+    if (last) await this.finishCanvas(row, frontier.canvasTokens(), rowLogits, transfer);
+  }
+
   /** `logits`: the row's `[canvas, vocab]` raw logits of the canvas's last step (or its row of the batch's on the device). */
   private async finishCanvas(row: Row, argmax: number[], logits: Float32Array | DeviceRow, transfer: ForwardTransfer): Promise<void> {
     const { config } = this.model;
     const stopAt = argmax.findIndex((t) => config.stopTokenIds.includes(t));
     const room = row.req.maxTokens - row.reply.length;
-    const kept = argmax.slice(0, Math.min(stopAt < 0 ? argmax.length : stopAt, room));
+    let kept = argmax.slice(0, Math.min(stopAt < 0 ? argmax.length : stopAt, room));
+    // Auto tools: a free canvas that opens a call is cut after the open tag; the call is decoded under its grammar.
+    const trigger = row.frontier === undefined ? row.req.constraint?.trigger : undefined;
+    const opened = trigger === undefined ? -1 : kept.indexOf(trigger.token);
+    if (opened >= 0) kept = kept.slice(0, opened + 1);
     row.reply.push(...kept);
     const finished: FinishedCanvas = { tokens: kept, canvasIndex: row.canvasIndex };
     if (row.req.logprobs !== undefined) {
@@ -362,22 +436,31 @@ export class CanvasDecoder {
       const positions = logits instanceof Float32Array ? kept.length : (logits.tensor.dims[0] as number) * config.canvasLength;
       transfer.toHost.other += positions * (4 + 8 * Math.max(1, row.req.logprobs.top));
     }
-    const stopToken = stopAt >= 0 && stopAt <= room;
+    const stopToken = opened < 0 && stopAt >= 0 && stopAt <= room;
     const stopped = row.req.onCanvas?.(finished) === true || stopToken;
     if (stopped || row.reply.length >= row.req.maxTokens) {
       const i = this.rows.indexOf(row);
       if (i >= 0) this.rows.splice(i, 1);
       const generated = row.reply.length + (stopToken ? 1 : 0);
+      row.frontier?.dispose();
       row.resolve({
         tokens: row.reply,
         finishReason: stopped ? "stop" : "length",
         steps: row.steps,
         canvases: row.canvasIndex + 1,
         tokensPerStep: generated / Math.max(1, row.steps),
+        ...(row.frontier !== undefined ? { grammar: row.frontier.report } : {}),
       });
       return;
     }
-    await this.encode(row.cache, argmax);
+    if (opened >= 0) {
+      await this.encode(row.cache, kept);
+      const grammar = await trigger!.open(row.req.maxTokens - row.reply.length);
+      row.frontier = new CanvasFrontier(grammar, config.vocabSize, row.req.constraint!.endToken);
+    } else {
+      await this.encode(row.cache, argmax);
+      row.frontier?.nextCanvasStarts();
+    }
     this.startCanvas(row);
   }
 

@@ -1,0 +1,118 @@
+/**
+ * The grammar on a canvas (docs/constrained-decoding.md, "On a canvas"): a canvas row decoded
+ * under a grammar keeps a frozen prefix, the frontier. Positions left of it are committed (fed
+ * to the denoiser as the tokens they are, never renoised); each step the frontier rule of the
+ * mask models (grammar/frontier-rule.ts through ConstrainedSpan: jump-forward, the guess under
+ * the matcher's mask with the loop guard and budgets, the threshold) commits a run from the
+ * frontier on this step's logits; right of it the canvas is the sampler's draft, as when free.
+ * A canvas ends when its positions (or the reply's room) are all committed, or the grammar's end is.
+ */
+import { ConstrainedSpan } from "../../grammar/constrained-span.js";
+import type { GrammarReport, SequenceGrammar } from "../../grammar/sequence-grammar.js";
+import { acceptMask, nextCanvas } from "./sampler.js";
+
+/** A canvas request's grammar. */
+export interface CanvasConstraint {
+  /** The grammar from the reply's first position (JSON modes, a forced call); absent: free until `trigger`. */
+  grammar?: SequenceGrammar;
+  /**
+   * Auto tools: the token that opens a call. A finished free canvas holding it is cut after it
+   * (the rest is dropped, not encoded), and the reply goes on under `open`'s grammar, given the
+   * tokens left to the reply (its reply budget).
+   */
+  trigger?: { token: number; open(maxTokens: number): Promise<SequenceGrammar> };
+  /** The grammar's end (its matcher's stop token: the end of turn). */
+  endToken: number;
+}
+
+export class CanvasFrontier {
+  private readonly span: ConstrainedSpan;
+  /** This canvas's committed prefix. */
+  committed: number[] = [];
+  /** The grammar's end was committed, or it allowed nothing more (a dead end): the reply ends. */
+  ended = false;
+  /** Forced text is still to be committed before this canvas's first forward. */
+  private fresh = true;
+
+  constructor(
+    grammar: SequenceGrammar,
+    vocab: number,
+    private readonly endToken: number,
+  ) {
+    this.span = new ConstrainedSpan(grammar, vocab);
+  }
+
+  /** What the grammar did (tokens, forced, steps, ms, dead end, loop guard, budget). */
+  get report(): GrammarReport {
+    return this.span.report;
+  }
+
+  /** Whether this canvas is complete with `room` positions (the canvas, or what the reply has left). */
+  done(room: number): boolean {
+    return this.ended || this.committed.length >= room;
+  }
+
+  /** Before a canvas's first forward: the forced text at its start (a key, `{"`), committed without a forward. */
+  async jumpForward(room: number): Promise<void> {
+    if (!this.fresh) return;
+    this.fresh = false;
+    this.take(await this.span.jumpForward(this.masked(room)));
+  }
+
+  /** The frontier rule over one step's raw logits `[canvas, vocab]` of this row. */
+  async step(logits: Float32Array, room: number): Promise<void> {
+    if (this.done(room)) return;
+    await this.span.step(logits, 0, this.masked(room));
+    this.take(this.span.take() ?? []);
+    if (this.span.report.deadEnd) this.ended = true;
+  }
+
+  /**
+   * The canvas of the next step: the committed prefix, then the sampler's draft right of it
+   * (its entropy-bound acceptance over the draft positions only, the rest renoised).
+   */
+  nextCanvas(
+    entropy: ArrayLike<number>,
+    sample: ArrayLike<number>,
+    noise: ArrayLike<number>,
+    bound: number,
+  ): { canvas: Int32Array; accepted: boolean[] } {
+    const f = Math.min(this.committed.length, entropy.length);
+    const draft = acceptMask(
+      Array.from({ length: entropy.length - f }, (_, i) => entropy[f + i]!),
+      bound,
+    );
+    const accepted = [...new Array<boolean>(f).fill(true), ...draft];
+    const canvas = nextCanvas(sample, accepted, noise);
+    canvas.set(this.committed.slice(0, canvas.length));
+    return { canvas, accepted };
+  }
+
+  /** A finished canvas's tokens: the committed prefix, the end of turn where the grammar ended. */
+  canvasTokens(): number[] {
+    const out = [...this.committed];
+    if (this.ended && !out.includes(this.endToken)) out.push(this.endToken);
+    return out;
+  }
+
+  /** The next canvas starts from its first position, the grammar where this one left it. */
+  nextCanvasStarts(): void {
+    this.committed = [];
+    this.fresh = true;
+  }
+
+  dispose(): void {
+    this.span.dispose();
+  }
+
+  private masked(room: number): boolean[] {
+    return Array.from({ length: Math.max(room, this.committed.length) }, (_, i) => i >= this.committed.length);
+  }
+
+  private take(commits: { index: number; token: number }[]): void {
+    for (const { token } of commits) {
+      this.committed.push(token);
+      if (token === this.endToken) this.ended = true;
+    }
+  }
+}
