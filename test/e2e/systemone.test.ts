@@ -192,6 +192,21 @@ describe("POST /v1/systemone", () => {
     });
     expect(Object.keys(body.answers["wide"]!.probabilities!)).toHaveLength(128);
     expect(Object.keys(body.answers["tall"]!.legend!)).toHaveLength(10);
+
+    // The API takes 255 options; this model has 128 labels and says so.
+    const wider = await post({
+      model: "jev-latest",
+      state: "s",
+      questions: { wide: { type: "choice", criteria: Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`o${i}`, null])) } },
+    });
+    expect(wider.status).toBe(422);
+    expect(wider.json.detail).toEqual([
+      {
+        loc: ["body", "questions", "wide", "criteria"],
+        msg: "this model supports at most 128 options of a choice question, got 129",
+        type: "value_error",
+      },
+    ]);
   });
 
   it("answers 422 with every problem found", async () => {
