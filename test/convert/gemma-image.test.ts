@@ -52,6 +52,8 @@ describe.skipIf(!HAVE_CONVERT_VENV)("Gemma 4 image preprocessing equals transfor
       { name: "small", png: await picture(19, 30, 3) },
       { name: "alpha", png: await picture(90, 64, 4) },
       { name: "grey", png: await picture(41, 100, 1) },
+      // Widened and shrunk at once: the vertical pass reads the widened rows through its window.
+      { name: "thin", png: await picture(3, 400, 3) },
     ];
     const paths = cases.map((c) => {
       const path = join(dir, `${c.name}.png`);

@@ -10,8 +10,8 @@
 import * as ort from "onnxruntime-node";
 import type { PromptImages } from "../decoder/canvas/canvas-decoder.js";
 import type { CanvasModel, CanvasVisionConfig } from "../decoder/canvas/canvas-model.js";
-import { decodeImageDataUrl, ImageRefused, probeImageDataUrl } from "../decoder/canvas/image-decode.js";
-import { targetSize } from "../decoder/canvas/image-preprocess.js";
+import { ImageRefused, probeImageDataUrl } from "../decoder/canvas/image-decode.js";
+import { checkPlacement, targetSize } from "../decoder/canvas/image-preprocess.js";
 import { ImagePreprocessor } from "../decoder/canvas/image-preprocessor.js";
 import { InvalidRequest } from "../engine/engine-errors.js";
 
@@ -88,6 +88,7 @@ export class CanvasImages {
     try {
       const { width, height } = await probeImageDataUrl(url, this.limits);
       const size = targetSize(height, width, this.vision);
+      checkPlacement(size, { height, width }, this.vision);
       return (size.width * size.height) / (this.vision.patchSize * this.vision.poolingKernelSize) ** 2;
     } catch (err) {
       return refused(err);
@@ -101,8 +102,8 @@ export class CanvasImages {
     for (const [n, url] of prompt.urls.entries()) {
       let pre: Awaited<ReturnType<ImagePreprocessor["run"]>>;
       try {
-        const image = await decodeImageDataUrl(url, this.limits);
-        pre = await this.preprocessor.run(image.rgb, image.width, image.height, this.vision);
+        const { bytes } = await probeImageDataUrl(url, this.limits);
+        pre = await this.preprocessor.run(bytes, this.limits, this.vision);
       } catch (err) {
         return refused(err);
       }

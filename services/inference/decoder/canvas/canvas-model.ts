@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { Template } from "@huggingface/jinja";
+import { BoundedTemplate } from "../../../../lib/bounded-template.js";
 import type * as ort from "onnxruntime-node";
 import type { Logger } from "../../../../lib/logger.js";
 import { type ChatSpecialTokens, parseSpecialTokens } from "../../engine/model-config.js";
@@ -150,6 +150,7 @@ export function parseCanvasConfig(raw: unknown, source: string): CanvasConfig {
       poolingKernelSize: int(v, "pooling_kernel_size", `${source} vision`),
       // Gemma 4's processor default; a converter that knows the checkpoint's writes its own.
       maxSoftTokens: v.max_soft_tokens === undefined ? 280 : int(v, "max_soft_tokens", `${source} vision`),
+      ...(v.position_embedding_size === undefined ? {} : { positionEmbeddingSize: int(v, "position_embedding_size", `${source} vision`) }),
     };
   }
   const caps = (typeof obj.capabilities === "object" && obj.capabilities !== null ? obj.capabilities : {}) as Record<string, unknown>;
@@ -192,7 +193,7 @@ export async function loadCanvasModel(dir: string, options: CanvasModelOptions =
   const tokenizerJson = (await json("tokenizer.json")) as object;
   const tokenizer = createTextTokenizer(tokenizerJson, tokenizerConfig);
   if (typeof tokenizerConfig.chat_template !== "string") throw new Error(`${root}/tokenizer_config.json: "chat_template" is missing`);
-  const template = new Template(tokenizerConfig.chat_template);
+  const template = new BoundedTemplate(tokenizerConfig.chat_template);
   const special = (key: string) => {
     const v = tokenizerConfig[key];
     return typeof v === "string" ? v : typeof v === "object" && v !== null ? String((v as { content?: unknown }).content ?? "") : "";

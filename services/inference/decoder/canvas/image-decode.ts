@@ -1,8 +1,9 @@
 /**
- * An `image_url` part's `data:` URL decoded to packed RGB bytes with sharp (libvips; the
- * decoding runs on libuv's thread pool, not the event loop). PNG, JPEG and WebP only; the
- * bytes and pixels are bounded before any pixel is decoded. Alpha is dropped and grey is
- * spread to three channels, as Pillow's `convert("RGB")` (what Gemma 4's processor does) does.
+ * An `image_url` part's `data:` URL decoded to packed RGB bytes with sharp (libvips). PNG,
+ * JPEG and WebP only; the bytes and pixels are bounded before any pixel is decoded (the probe,
+ * on the event loop, reads the header only); the decoding runs on the image worker
+ * (image-worker.ts), where the pixels stay. Alpha is dropped and grey is spread to three
+ * channels, as Pillow's `convert("RGB")` (what Gemma 4's processor does) does.
  */
 import sharp from "sharp";
 
@@ -33,15 +34,16 @@ export async function probeImageDataUrl(url: string, limits: ImageLimits): Promi
   }
   const body = url.slice(comma + 1);
   if (Math.floor((body.length * 3) / 4) > limits.maxBytes + 2) {
-    throw new ImageRefused(`an image is larger than ${limits.maxBytes} bytes`);
+    throw new ImageRefused(`an image is larger than ${limits.maxBytes} bytes (TESSERA_MAX_IMAGE_BYTES)`);
   }
   const bytes = Buffer.from(body, "base64");
-  if (bytes.length > limits.maxBytes) throw new ImageRefused(`an image is larger than ${limits.maxBytes} bytes`);
+  if (bytes.length > limits.maxBytes) throw new ImageRefused(`an image is larger than ${limits.maxBytes} bytes (TESSERA_MAX_IMAGE_BYTES)`);
   let format: string | undefined;
   let width = 0;
   let height = 0;
   try {
-    const meta = await sharp(bytes).metadata();
+    // The header only: sharp's own pixel limit (268 Mpx) would hide TESSERA_MAX_IMAGE_PIXELS's answer.
+    const meta = await sharp(bytes, { limitInputPixels: false }).metadata();
     format = meta.format;
     width = meta.width ?? 0;
     height = meta.height ?? 0;
@@ -53,13 +55,15 @@ export async function probeImageDataUrl(url: string, limits: ImageLimits): Promi
   }
   if (width < 1 || height < 1) throw new ImageRefused("an image has no pixels");
   if (width * height > limits.maxPixels) {
-    throw new ImageRefused(`an image of ${width}x${height} pixels is larger than the ${limits.maxPixels} pixels allowed`);
+    throw new ImageRefused(
+      `an image of ${width}x${height} pixels is larger than the ${limits.maxPixels} pixels allowed (TESSERA_MAX_IMAGE_PIXELS)`,
+    );
   }
   return { bytes, width, height };
 }
 
-export async function decodeImageDataUrl(url: string, limits: ImageLimits): Promise<DecodedImage> {
-  const { bytes } = await probeImageDataUrl(url, limits);
+/** An image's bytes (probed: probeImageDataUrl) decoded to packed RGB; the pixels are sharp's own buffer, not copied. */
+export async function decodeImage(bytes: Uint8Array, limits: ImageLimits): Promise<DecodedImage> {
   try {
     const { data, info } = await sharp(bytes, { limitInputPixels: limits.maxPixels, pages: 1 })
       .removeAlpha()
@@ -67,9 +71,12 @@ export async function decodeImageDataUrl(url: string, limits: ImageLimits): Prom
       .raw()
       .toBuffer({ resolveWithObject: true });
     if (info.channels !== 3) throw new Error(`${info.channels} channels`);
-    // A copy of its own, so that it can be transferred to the preprocessing thread.
-    return { rgb: new Uint8Array(data), width: info.width, height: info.height };
+    return { rgb: data, width: info.width, height: info.height };
   } catch (err) {
     throw new ImageRefused(`an image could not be decoded: ${err instanceof Error ? err.message : String(err)}`);
   }
+}
+
+export async function decodeImageDataUrl(url: string, limits: ImageLimits): Promise<DecodedImage> {
+  return decodeImage((await probeImageDataUrl(url, limits)).bytes, limits);
 }

@@ -11,6 +11,8 @@ export interface VisionSettings {
   poolingKernelSize: number;
   /** Image tokens at most per image (the processor's `max_soft_tokens`). */
   maxSoftTokens: number;
+  /** Patch positions the vision tower has along each side (its `position_embedding_size`); unset: not checked. */
+  positionEmbeddingSize?: number;
 }
 
 export interface PreprocessedImage {
@@ -45,6 +47,24 @@ export function targetSize(height: number, width: number, s: VisionSettings): { 
   }
   if (th * tw > targetPx) throw new RangeError(`a ${width}x${height} image exceeds ${maxPatches} patches once resized`);
   return { height: th, width: tw };
+}
+
+/**
+ * Refuses a resized size whose patches the vision tower cannot place: a long thin image is
+ * resized to more patches along one side than its position table has (a WebP of 16,383 × 2,048
+ * to 94 across, against 64), which vision.onnx would fail on.
+ */
+export function checkPlacement(size: { height: number; width: number }, original: { height: number; width: number }, s: VisionSettings) {
+  const table = s.positionEmbeddingSize;
+  if (table === undefined) return;
+  const across = size.width / s.patchSize;
+  const down = size.height / s.patchSize;
+  if (across <= table && down <= table) return;
+  throw new RangeError(
+    `an image of ${original.width}x${original.height} pixels is resized to ${across} x ${down} patches, ` +
+      `and this model's vision tower places at most ${table} patches along a side (position_embedding_size in its config.json): ` +
+      "crop it or send it less elongated",
+  );
 }
 
 const PRECISION_BITS = 32 - 8 - 2;
@@ -94,44 +114,57 @@ function clip8(v: number): number {
   return v >> PRECISION_BITS;
 }
 
-/** Pillow's `Image.resize(..., BICUBIC)` of packed RGB bytes. */
+/**
+ * Pillow's `Image.resize(..., BICUBIC)` of packed RGB bytes: the horizontal pass, then the
+ * vertical one, with the same arithmetic. Pillow widens every source row before the vertical
+ * pass (a 1 × 33.5M-pixel image made 48 wide: 4.8 GB); here each row is resampled when the
+ * vertical pass first needs it and kept only while it is in the filter's window, so the
+ * memory besides the output is one window of rows.
+ */
 export function resizeBicubic(src: Uint8Array, width: number, height: number, outWidth: number, outHeight: number): Uint8Array {
-  let img = src;
-  let w = width;
-  if (outWidth !== width) {
-    const { bounds, kk, ksize } = coefficients(width, outWidth);
-    const out = new Uint8Array(outWidth * height * 3);
-    for (let y = 0; y < height; y++) {
-      for (let xx = 0; xx < outWidth; xx++) {
-        const xmin = bounds[xx * 2]!;
-        const xmax = bounds[xx * 2 + 1]!;
-        for (let c = 0; c < 3; c++) {
-          let ss = 1 << (PRECISION_BITS - 1);
-          for (let x = 0; x < xmax; x++) ss += img[(y * w + x + xmin) * 3 + c]! * kk[xx * ksize + x]!;
-          out[(y * outWidth + xx) * 3 + c] = clip8(ss);
-        }
+  const horizontal = outWidth !== width ? coefficients(width, outWidth) : undefined;
+  const rowBytes = outWidth * 3;
+  /** Source row `y` resampled to `outWidth` into `into` at `at`. */
+  const rowOf = (y: number, into: Uint8Array, at: number) => {
+    if (horizontal === undefined) {
+      into.set(src.subarray(y * rowBytes, (y + 1) * rowBytes), at);
+      return;
+    }
+    const { bounds, kk, ksize } = horizontal;
+    for (let xx = 0; xx < outWidth; xx++) {
+      const xmin = bounds[xx * 2]!;
+      const xmax = bounds[xx * 2 + 1]!;
+      for (let c = 0; c < 3; c++) {
+        let ss = 1 << (PRECISION_BITS - 1);
+        for (let x = 0; x < xmax; x++) ss += src[(y * width + x + xmin) * 3 + c]! * kk[xx * ksize + x]!;
+        into[at + xx * 3 + c] = clip8(ss);
       }
     }
-    img = out;
-    w = outWidth;
+  };
+  if (outHeight === height) {
+    if (horizontal === undefined) return src;
+    const out = new Uint8Array(rowBytes * height);
+    for (let y = 0; y < height; y++) rowOf(y, out, y * rowBytes);
+    return out;
   }
-  if (outHeight !== height) {
-    const { bounds, kk, ksize } = coefficients(height, outHeight);
-    const out = new Uint8Array(w * outHeight * 3);
-    for (let yy = 0; yy < outHeight; yy++) {
-      const ymin = bounds[yy * 2]!;
-      const ymax = bounds[yy * 2 + 1]!;
-      for (let x = 0; x < w; x++) {
-        for (let c = 0; c < 3; c++) {
-          let ss = 1 << (PRECISION_BITS - 1);
-          for (let y = 0; y < ymax; y++) ss += img[((y + ymin) * w + x) * 3 + c]! * kk[yy * ksize + y]!;
-          out[(yy * w + x) * 3 + c] = clip8(ss);
-        }
-      }
+  const { bounds, kk, ksize } = coefficients(height, outHeight);
+  // Row y lives in slot y % slots; a filter reads at most ksize consecutive rows, and its start only moves down.
+  const slots = Math.min(ksize, height);
+  const window = new Uint8Array(slots * rowBytes);
+  let ready = 0;
+  const out = new Uint8Array(rowBytes * outHeight);
+  for (let yy = 0; yy < outHeight; yy++) {
+    const ymin = bounds[yy * 2]!;
+    const ymax = bounds[yy * 2 + 1]!;
+    ready = Math.max(ready, ymin);
+    for (; ready < ymin + ymax; ready++) rowOf(ready, window, (ready % slots) * rowBytes);
+    for (let x = 0; x < rowBytes; x++) {
+      let ss = 1 << (PRECISION_BITS - 1);
+      for (let y = 0; y < ymax; y++) ss += window[((y + ymin) % slots) * rowBytes + x]! * kk[yy * ksize + y]!;
+      out[yy * rowBytes + x] = clip8(ss);
     }
-    img = out;
   }
-  return img;
+  return out;
 }
 
 /** Resize, rescale and patchify packed RGB bytes as Gemma 4's processor does. */
