@@ -32,6 +32,8 @@ export interface LoggedRequest {
   range: string | undefined;
   /** Body bytes sent. */
   bytes: number;
+  /** The Authorization header it came with, if any. */
+  auth: string | undefined;
 }
 
 const LFS_NAME = /\.(safetensors|onnx|data|bin|pt|gguf)$/;
@@ -143,7 +145,15 @@ export class HubDouble {
   }
 
   private record(host: "hub" | "cdn", req: IncomingMessage, res: ServerResponse): LoggedRequest {
-    const entry: LoggedRequest = { host, method: req.method ?? "GET", path: req.url ?? "/", status: 0, range: req.headers.range, bytes: 0 };
+    const entry: LoggedRequest = {
+      host,
+      method: req.method ?? "GET",
+      path: req.url ?? "/",
+      status: 0,
+      range: req.headers.range,
+      bytes: 0,
+      auth: req.headers.authorization,
+    };
     this.log.push(entry);
     res.on("finish", () => (entry.status = res.statusCode));
     res.on("close", () => (entry.status ||= res.statusCode));
