@@ -9,7 +9,8 @@
 // lstrip_blocks, the final newline kept (Python: jinja2.Environment(keep_trailing_newline=True)).
 // The library's `Template` class turns trim_blocks on, which would join the lines of the choice
 // template's option list.
-import { Template, parse, tokenize } from "@huggingface/jinja";
+import { parse, tokenize } from "@huggingface/jinja";
+import { BoundedTemplate } from "../bounded-template.js";
 import type { JsonValue } from "@bufbuild/protobuf";
 import { DecisionRenderError, type PlainQuestion, valueToText } from "./question-type.js";
 import { QUESTION_TYPES, questionTypeNamed, type QuestionTypeName } from "./registry.js";
@@ -48,7 +49,7 @@ export interface CompiledDecisionConfig {
 export function compileDecisionConfig(decisionJson: unknown): CompiledDecisionConfig {
   const config = parseDecisionConfig(decisionJson);
   const prefix = compileTemplate(config.prefixTemplate);
-  const templates = new Map<QuestionTypeName, Template>();
+  const templates = new Map<QuestionTypeName, BoundedTemplate>();
   for (const t of QUESTION_TYPES) {
     const source = config.questionTemplates[t.name];
     if (source !== undefined) templates.set(t.name, compileTemplate(source));
@@ -84,9 +85,7 @@ export function renderDecisionPrompt(decisionJson: object, state: JsonValue | un
   return { prefix: c.renderPrefix(state), ...c.renderQuestion(question) };
 }
 
-function compileTemplate(source: string): Template {
-  const template = new Template("");
+function compileTemplate(source: string): BoundedTemplate {
   // The lexer drops one final newline (as jinja2 does by default); the extra one keeps the text's own.
-  template.parsed = parse(tokenize(`${source}\n`, { lstrip_blocks: false, trim_blocks: false }));
-  return template;
+  return new BoundedTemplate({ parsed: parse(tokenize(`${source}\n`, { lstrip_blocks: false, trim_blocks: false })) });
 }

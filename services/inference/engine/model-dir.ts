@@ -2,9 +2,9 @@ import { existsSync } from "node:fs";
 import { copyFile, link, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { Template } from "@huggingface/jinja";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type * as ort from "onnxruntime-node";
+import { BoundedTemplate } from "../../../lib/bounded-template.js";
 import type { Logger } from "../../../lib/logger.js";
 import type { ChatTemplateVariables } from "../prompt/chat-prompt.js";
 import { parseModelConfig, type ModelConfig } from "./model-config.js";
@@ -76,7 +76,7 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
   if (typeof templateSource !== "string" || templateSource === "") {
     throw new Error(`${path.join(root, "tokenizer_config.json")}: "chat_template" is missing`);
   }
-  const template = new Template(templateSource);
+  const template = new BoundedTemplate(templateSource);
   for (const [name, id] of [
     ["<|mask|>", config.maskTokenId],
     ["<|im_end|>", config.eosTokenId],

@@ -1,4 +1,4 @@
-import { Template } from "@huggingface/jinja";
+import { BoundedTemplate } from "../../../lib/bounded-template.js";
 import type { ChatTemplateVariables } from "./chat-prompt.js";
 import { tokenizeScorePrompts, type ScorePromptTokens } from "../score/score-tokens.js";
 import { createTextTokenizer, type TextTokenizer } from "./tokenizer.js";
@@ -30,7 +30,7 @@ export interface TextOps {
   scoreTokens(prefix: string, suffixes: readonly string[], labels: readonly string[]): ScoreTokens;
 }
 
-export function createTextOps(tokenizer: TextTokenizer, template: Template): TextOps {
+export function createTextOps(tokenizer: TextTokenizer, template: Pick<BoundedTemplate, "render">): TextOps {
   return {
     encode: (text) => tokenizer.encode(text),
     renderEncode(variables) {
@@ -49,7 +49,7 @@ export function createTextOps(tokenizer: TextTokenizer, template: Template): Tex
 }
 
 export function textOpsOf(source: TextSource): TextOps {
-  return createTextOps(createTextTokenizer(source.tokenizerJson, source.tokenizerConfig), new Template(source.chatTemplate));
+  return createTextOps(createTextTokenizer(source.tokenizerJson, source.tokenizerConfig), new BoundedTemplate(source.chatTemplate));
 }
 
 /**

@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { Template } from "@huggingface/jinja";
+import { BoundedTemplate } from "../../../../lib/bounded-template.js";
 import type * as ort from "onnxruntime-node";
 import type { Logger } from "../../../../lib/logger.js";
 import { type ChatSpecialTokens, parseSpecialTokens } from "../../engine/model-config.js";
@@ -193,7 +193,7 @@ export async function loadCanvasModel(dir: string, options: CanvasModelOptions =
   const tokenizerJson = (await json("tokenizer.json")) as object;
   const tokenizer = createTextTokenizer(tokenizerJson, tokenizerConfig);
   if (typeof tokenizerConfig.chat_template !== "string") throw new Error(`${root}/tokenizer_config.json: "chat_template" is missing`);
-  const template = new Template(tokenizerConfig.chat_template);
+  const template = new BoundedTemplate(tokenizerConfig.chat_template);
   const special = (key: string) => {
     const v = tokenizerConfig[key];
     return typeof v === "string" ? v : typeof v === "object" && v !== null ? String((v as { content?: unknown }).content ?? "") : "";
