@@ -77,7 +77,7 @@ export const ChoiceOptionSchema: GenMessage<ChoiceOption> = /*@__PURE__*/
  */
 export type ChoiceCriteria = Message<"tessera.decision.v1.ChoiceCriteria"> & {
   /**
-   * options are 1 to 128 options with distinct names.
+   * options are 1 to 255 options with distinct names (the model's labels may allow fewer).
    *
    * @generated from field: repeated tessera.decision.v1.ChoiceOption options = 1;
    */
@@ -98,7 +98,8 @@ export const ChoiceCriteriaSchema: GenMessage<ChoiceCriteria> = /*@__PURE__*/
  */
 export type ScoreCriteria = Message<"tessera.decision.v1.ScoreCriteria"> & {
   /**
-   * levels are 2 to 10 level texts, lowest first.
+   * levels are 2 to 10 level texts, lowest first (the gateway sends an object, array or null
+   * level of the JSON API as the text the model reads: JSON text, null as empty).
    *
    * @generated from field: repeated string levels = 1;
    */
@@ -617,7 +618,7 @@ export enum QuestionType {
   NOUL = 1,
 
   /**
-   * QUESTION_TYPE_CHOICE picks one of 1 to 128 named options.
+   * QUESTION_TYPE_CHOICE picks one of 1 to 255 named options.
    *
    * @generated from enum value: QUESTION_TYPE_CHOICE = 2;
    */
