@@ -36,6 +36,7 @@ import type { CanvasScoreLimits } from "./canvas-score.js";
 import { InvalidRequest, PromptTooLong, ShuttingDown } from "../engine/engine-errors.js";
 import { type EngineMetrics, recordTransfer } from "../engine/metrics.js";
 import { SlotPool } from "../engine/slots.js";
+import type { Logger } from "../../../lib/logger.js";
 
 export interface CanvasEngine {
   name: string;
@@ -50,6 +51,8 @@ export interface CanvasEngine {
   scoreLimits: CanvasScoreLimits;
   /** The grammar settings of constrained replies (TESSERA_GRAMMAR_*), as a mask model's. */
   grammar: ModelGrammarOptions;
+  /** Where each reply's `generation finished` line goes (the grammar's report with it), as for a mask model. */
+  logger: Logger | undefined;
   /** Set by close(): new requests are refused, waiting ones ended. */
   readonly closed: boolean;
   /**
@@ -118,6 +121,7 @@ export async function loadCanvasEngine(
       maxRowTokens: options.maxScoreRowTokens ?? DEFAULT_MAX_SCORE_ROW_TOKENS,
     },
     grammar: options.grammar ?? DEFAULT_GRAMMAR_OPTIONS,
+    logger: options.providers?.logger,
     get closed() {
       return closed;
     },
@@ -333,6 +337,24 @@ async function* decodeAndStream(
       if (r.grammar.budget > 0) metrics.loopGuardInterventions.inc({ model: engine.name, rule: "budget" }, r.grammar.budget);
     }
   }
+  if (r.grammar?.deadEnd === true) {
+    engine.logger?.warn({ requestId: req.requestId, model: req.model }, "grammar dead end: the reply ends with what was valid");
+  }
+  engine.logger?.info(
+    {
+      requestId: req.requestId,
+      model: req.model,
+      decoding: "canvas",
+      promptTokens: ids.length,
+      completionTokens,
+      finishReason: reason,
+      // Denoiser steps; the encoder passes are not counted.
+      forwardPasses: r.steps,
+      ms: Math.round(performance.now() - started),
+      ...(r.grammar !== undefined ? { grammar: { ...r.grammar, ms: Math.round(r.grammar.ms * 10) / 10 } } : {}),
+    },
+    "generation finished",
+  );
   engine.metrics?.generatedTokens.inc({ model: engine.name }, completionTokens);
   engine.metrics?.requestDuration.observe({ model: engine.name }, (performance.now() - started) / 1000);
   yield { type: "finished", reason, promptTokens: ids.length, completionTokens, forwardPasses: r.steps };

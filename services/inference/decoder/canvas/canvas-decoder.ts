@@ -46,6 +46,8 @@ export interface CanvasStepEvent {
   accepted: number;
   /** This step ended the canvas (stable and confident, or out of steps): its draft is the canvas's reply. */
   last: boolean;
+  /** Under a grammar: the canvas's committed prefix after this step (the frontier); absent when free. */
+  committed?: number;
 }
 
 /** A finished canvas as the reply takes it: its tokens (cut at the stop token and maxTokens). */
@@ -413,6 +415,7 @@ export class CanvasDecoder {
       acceptedMask: accepted,
       accepted: accepted.filter(Boolean).length,
       last,
+      committed: f,
     });
     row.stepsLeft--;
     if (last) await this.finishCanvas(row, frontier.canvasTokens(), rowLogits, transfer);

@@ -11,6 +11,13 @@ import { ConstrainedSpan } from "../../grammar/constrained-span.js";
 import type { GrammarReport, SequenceGrammar } from "../../grammar/sequence-grammar.js";
 import { acceptMask, nextCanvas } from "./sampler.js";
 
+/**
+ * Positions from the frontier whose logits a step hands to the grammar: a step commits a run of
+ * confident guesses plus forced text, a few tokens in practice, and each row of logits is copied
+ * to the grammar thread (1 MB a position at the 26B's vocabulary, 256 MB for a whole canvas).
+ */
+export const FRONTIER_WINDOW = 32;
+
 /** A canvas request's grammar. */
 export interface CanvasConstraint {
   /** The grammar from the reply's first position (JSON modes, a forced call); absent: free until `trigger`. */
@@ -106,7 +113,8 @@ export class CanvasFrontier {
   }
 
   private masked(room: number): boolean[] {
-    return Array.from({ length: Math.max(room, this.committed.length) }, (_, i) => i >= this.committed.length);
+    const f = this.committed.length;
+    return Array.from({ length: Math.max(Math.min(room, f + FRONTIER_WINDOW), f) }, (_, i) => i >= f);
   }
 
   private take(commits: { index: number; token: number }[]): void {
