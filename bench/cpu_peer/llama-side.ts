@@ -67,6 +67,11 @@ export class LlamaSide {
     return performance.now() - started;
   }
 
+  /** The model's bytes (mapped from the GGUF file) and the context's state (its key/value cache and buffers). */
+  residentBytes(): number {
+    return this.model.size + this.context.stateSize;
+  }
+
   async close(): Promise<void> {
     await this.context.dispose();
     await this.model.dispose();
