@@ -12,6 +12,7 @@ import {
 } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { CLIENT_HEADER } from "../lib/client-header.js";
 import { UsageKind } from "../gen/tessera/accounting/v1/accounting_pb.js";
 import { type DecideResponse, DecisionService } from "../gen/tessera/decision/v1/decision_pb.js";
 import { type GenerateResponse, InferenceService, type ScoreResponse } from "../gen/tessera/inference/v1/inference_pb.js";
@@ -73,8 +74,16 @@ export function gateInterceptor(
     const name = `${req.service.typeName}/${req.method.name}`;
     const charge = charges.get(name) ?? RATE_ONLY;
     const sizer = holds.get(name);
-    if (sizer === undefined) return gate.around(charge, () => next(req))(call);
+    // Whose call it is, for the services that share by client: the key's account, never what the caller sent.
+    const asClient = (gated: GatedCall) => req.header.set(CLIENT_HEADER, gated.principal!.accountId);
+    if (sizer === undefined) {
+      return gate.around(charge, (gated) => {
+        asClient(gated);
+        return next(req);
+      })(call);
+    }
     return gate.around({ ...charge, hold: "handler" }, async (gated) => {
+      asClient(gated);
       const sized = await withInput(req);
       const admit = (kind: UsageKind, tokens: number) => gate.admit(gated, kind, tokens);
       await sizer(admit, sized.message, requestBytes(req, sized.message), req.signal);

@@ -1,4 +1,5 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import { CLIENT_HEADER } from "../../lib/client-header.js";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
 import type { DecideRequest, DecideResponse, DecisionService } from "../../gen/tessera/decision/v1/decision_pb.js";
 import { admitDecisionHold, decisionHold, questionCount } from "../admission.js";
@@ -29,7 +30,7 @@ export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRou
     async handle(ctx) {
       const decide = async (request: DecideRequest): Promise<DecideResponse> => {
         try {
-          return await decision.decide(request, { signal: ctx.signal });
+          return await decision.decide(request, { signal: ctx.signal, headers: { [CLIENT_HEADER]: ctx.principal!.accountId } });
         } catch (err) {
           if (err instanceof ConnectError && err.code === Code.NotFound) {
             throw new HttpError(400, "invalid_request_error", err.rawMessage, { code: "model_not_found", param: "model" });

@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { clientHeaders } from "../../lib/client-header.js";
 import {
   AnswerSchema,
   type DecisionService,
@@ -88,7 +89,7 @@ export function createDecisionService(deps: DecisionDeps): ServiceImpl<typeof De
             suffixes: suffixes.map(({ suffix, labels }) => ({ text: suffix, labels })),
             countOnly: req.countOnly,
           },
-          { signal: ctx.signal },
+          { signal: ctx.signal, headers: clientHeaders(ctx.requestHeader) },
         )
         .catch((err: unknown) => {
           throw inQuestionTerms(err, checked.questions);

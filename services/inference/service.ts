@@ -1,3 +1,4 @@
+import { CLIENT_HEADER } from "../../lib/client-header.js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
@@ -56,7 +57,13 @@ function engineService({ pool, workerId }: InferenceDeps): ServiceImpl<typeof In
     async score(req: ScoreRequest, ctx: HandlerContext) {
       const suffixes = req.suffixes.map((s) => ({ text: s.text, labels: s.labels }));
       const out = await engineFor(req.model).score(
-        { model: req.model, prefix: req.prefix, suffixes, countOnly: req.countOnly },
+        {
+          model: req.model,
+          prefix: req.prefix,
+          suffixes,
+          countOnly: req.countOnly,
+          client: ctx.requestHeader.get(CLIENT_HEADER) ?? undefined,
+        },
         ctx.signal,
       );
       return {

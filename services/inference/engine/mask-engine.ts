@@ -44,7 +44,11 @@ export function createMaskEngine(runtime: ModelRuntime, options: MaskEngineOptio
     generate: (request, signal) => generateReply(runtime, grammar, logger, request, signal),
     score: async (input, signal) => {
       const timer = new ScoreTimer();
-      const out = await scoreSuffixes(runtime, input, signal, timer);
+      // Counting runs no model: it takes no decision slot.
+      const out =
+        input.countOnly === true
+          ? await scoreSuffixes(runtime, input, signal, timer)
+          : await runtime.decisions.run(input.client, signal, (lane) => scoreSuffixes(runtime, input, signal, timer, lane));
       if (input.countOnly !== true)
         logger?.debug({ model: runtime.name, suffixes: input.suffixes.length, ...timer.timing }, "score timing");
       return out;

@@ -1,5 +1,6 @@
 import type { Logger } from "../../../lib/logger.js";
 import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../../../lib/text-limits.js";
+import { DecisionShare } from "../score/decision-share.js";
 import { fairRunner, type LaneRunner } from "../decoder/fair-runner.js";
 import { createOrtRunner, type ForwardRunner, type KVShape, type OrtRunnerOptions } from "../decoder/forward.js";
 import type { UnmaskPolicy } from "../decoder/policies/policy.js";
@@ -46,6 +47,8 @@ export interface ModelRuntime {
   /** One forward at a time, shared fairly by generation and each Score request (fair-runner.ts). */
   runner: LaneRunner;
   scheduler: Scheduler;
+  /** Decisions' slots, wait queue and lanes by client (score/decision-share.ts). */
+  decisions: DecisionShare;
   /** The unmasking policy of this model's replies (of serving ids without their own). */
   policy: UnmaskPolicy;
   /** The unmasking policy of one serving id's replies. */
@@ -156,6 +159,7 @@ export function createModelRuntime(options: ModelRuntimeOptions): ModelRuntime {
     decode,
     runner,
     scheduler,
+    decisions: new DecisionShare(options.name, options.slots, options.queue),
     policy,
     policyFor: (servingId) => own.get(servingId) ?? policy,
     threshold,

@@ -23,6 +23,8 @@ export class SlotPool {
     readonly total: number,
     readonly queueLimit: number,
     private readonly onChange: (busy: number) => void = () => {},
+    /** What the slots run, as the overload message names them. */
+    private readonly kind: "generation" | "decision" = "generation",
   ) {
     if (!Number.isInteger(total) || total < 1) throw new Error("slots must be a positive integer");
     if (!Number.isInteger(queueLimit) || queueLimit < 0) throw new Error("queue must be a non-negative integer");
@@ -87,7 +89,7 @@ export class SlotPool {
   private overloaded(): Overloaded {
     const retryAfterSeconds = Math.max(1, Math.ceil((this.holdSeconds * (this.waiters.length + 1)) / this.total));
     return new Overloaded(
-      `model "${this.modelName}" is overloaded: all ${this.total} generation slots are busy and the wait queue is full`,
+      `model "${this.modelName}" is overloaded: all ${this.total} ${this.kind} slots are busy and the wait queue is full`,
       retryAfterSeconds,
     );
   }

@@ -1,5 +1,6 @@
 import { performance } from "node:perf_hooks";
 import { BatchBuilder } from "../decoder/batch.js";
+import type { Lane } from "../decoder/fair-runner.js";
 import type { ForwardFetch, ForwardInputs } from "../decoder/forward.js";
 import { DeviceSequenceKV } from "../decoder/device-kv.js";
 import { createKVCache, type KVCache, SequenceKV } from "../decoder/kv-cache.js";
@@ -18,6 +19,8 @@ export interface ScoreInput {
   suffixes: readonly { text: string; labels: readonly string[] }[];
   /** Only the token counts (no logits), after every check and the tokenizing; no model runs. */
   countOnly?: boolean;
+  /** Whose decision this is (the gateway's account id): the decisions of one client share a lane (decision-share.ts). */
+  client?: string;
 }
 
 export interface SuffixResult {
@@ -126,6 +129,8 @@ export async function scoreSuffixes(
   input: ScoreInput,
   signal?: AbortSignal,
   timer = new ScoreTimer(),
+  /** Whose work its forwards are to the fair runner (decision-share.ts: the client's); default: this request's own. */
+  lane: Lane = {},
 ): Promise<ScoreOutput> {
   const { blockSize, maxPositions, maskTokenId, vocabSize: V, kvShape } = engine.decode;
   const shift = engine.decode.logitsShift ?? 0;
@@ -201,8 +206,6 @@ export async function scoreSuffixes(
   if (input.countOnly === true) {
     return { results: suffixTokens.map((n) => ({ logits: [], suffixTokens: n })), prefixTokens: prefixIds.length, inputTokens };
   }
-  // This request's forwards, as the fair runner tells them from other requests'.
-  const lane = {};
   const chunk = Math.max(blockSize, Math.floor(Math.min(engine.prefillChunk, maxRow) / blockSize) * blockSize);
   const builder = new BatchBuilder(kvShape, blockSize, engine.decode.padTokenId);
   const run = (inputs: ForwardInputs, fetch: ForwardFetch) =>
