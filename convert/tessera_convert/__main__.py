@@ -90,10 +90,10 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
              f"{'the whole fp32 model and its copies while converting the weights' if weights == 'fp16' else 'the fp32 model in PyTorch, then one weight at a time'})")
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
-    staging = bounds.staging_dir(parent, f".{os.path.basename(out_dir)}.converting-")
-    work = bounds.staging_dir(parent, ".tessera-export-")
-    child = None
+    staging = work = child = None
     try:
+        staging = bounds.staging_dir(parent, f".{os.path.basename(out_dir)}.converting-")
+        work = bounds.staging_dir(parent, ".tessera-export-")
         onnx_path = os.path.join(staging, "model.onnx")
         fp32_path = onnx_path if weights == "fp32" else os.path.join(work, "model.onnx")
         # PyTorch's part (the module, the reference outputs, the graph and its fp32 weights) runs in
@@ -163,9 +163,9 @@ def convert(ckpt_dir: str, out_dir: str, block_size, weights: str, external: str
         if child is not None and child.is_alive():
             child.kill()
             child.join()
-        shutil.rmtree(work, ignore_errors=True)
-        if os.path.exists(staging):
-            shutil.rmtree(staging, ignore_errors=True)
+        for folder in (work, staging):
+            if folder is not None and os.path.exists(folder):
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 REQUIRED_MODULES = ("numpy", "torch", "safetensors", "tokenizers", "transformers", "onnx", "onnxruntime", "jinja2")
