@@ -5,11 +5,13 @@ import { fileURLToPath } from "node:url";
 
 export const CONVERT_HELP = `Usage:
   tessera convert <checkpoint-dir> <model-dir> [--block-size N] [--weights int8|fp32|fp16|int4]
-                  [--experts auto|dense|sparse] [--force]
+                  [--experts auto|dense|sparse] [--force] [--time-limit SECONDS] [--memory-limit GB]
       Convert a Hugging Face SDAR, Fast-dLLM v2 or DiffusionGemma checkpoint directory into a
       Tessera model directory (docs/model-contract.md). --experts (DiffusionGemma): sparse
       computes each token's routed experts only, dense all of them; auto picks by experts / top k. Runs the Python converter under convert/ with
-      TESSERA_CONVERT_PYTHON (default convert/.venv/bin/python).
+      TESSERA_CONVERT_PYTHON (default convert/.venv/bin/python). The checkpoint is data, never code
+      (docs/security.md): --time-limit (default 12 h) and --memory-limit (default the machine's
+      memory plus swap) bound the whole conversion.
   tessera convert --setup
       Create convert/.venv from convert/requirements.txt (PyTorch CPU, ONNX Runtime,
       transformers: about 1 GB to download, once).
