@@ -10,8 +10,8 @@ export const CONVERT_HELP = `Usage:
       Tessera model directory (docs/model-contract.md). --experts (DiffusionGemma): sparse
       computes each token's routed experts only, dense all of them; auto picks by experts / top k. Runs the Python converter under convert/ with
       TESSERA_CONVERT_PYTHON (default convert/.venv/bin/python). The checkpoint is data, never code
-      (docs/security.md): --time-limit (default 12 h) and --memory-limit (default the machine's
-      memory plus swap) bound the whole conversion.
+      (docs/security.md): --time-limit (default 12 h) and --memory-limit (default twice the
+      machine's memory plus swap) bound the whole conversion.
   tessera convert --setup
       Create convert/.venv from convert/requirements.txt (PyTorch CPU, ONNX Runtime,
       transformers: about 1 GB to download, once).

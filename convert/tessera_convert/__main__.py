@@ -203,7 +203,7 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=bounds.DEFAULT_TIME_LIMIT_S, metavar="SECONDS",
                     help=f"stop a conversion that runs longer (default {bounds.DEFAULT_TIME_LIMIT_S} s; 0: none)")
     ap.add_argument("--memory-limit", type=float, default=None, metavar="GB",
-                    help="address-space limit of the converter's processes (default: the machine's memory plus swap; 0: none)")
+                    help="address-space limit of the converter's processes (default: twice the machine's memory plus swap; 0: none)")
     a = ap.parse_args(argv)
     if a.block_size is not None and a.block_size < 1:
         ap.error("--block-size must be a positive integer")
