@@ -14,6 +14,7 @@ import functools
 import json
 import re
 import signal
+import threading
 from typing import Any
 
 from .errors import ConvertError
@@ -115,8 +116,10 @@ def render_template(source: str, where: str, **variables: Any) -> str:
     """Renders `source` (the chat template of the file `where`) in the bounded sandbox."""
     from jinja2.exceptions import SecurityError, TemplateError
 
-    previous = signal.signal(signal.SIGPROF, _on_cpu_limit)
-    signal.setitimer(signal.ITIMER_PROF, RENDER_CPU_SECONDS)
+    timed = threading.current_thread() is threading.main_thread()  # signals reach the main thread only
+    previous = signal.signal(signal.SIGPROF, _on_cpu_limit) if timed else None
+    if timed:
+        signal.setitimer(signal.ITIMER_PROF, RENDER_CPU_SECONDS)
     try:
         out, size = [], 0
         for piece in _environment().from_string(source).generate(**variables):
@@ -131,8 +134,9 @@ def render_template(source: str, where: str, **variables: Any) -> str:
     except (TemplateError, RecursionError, MemoryError, OverflowError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError) as err:
         raise ConvertError(f"{where}: the chat template cannot render ({type(err).__name__}: {_line(err)})") from None
     finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
+        if timed:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, previous)
     return "".join(out)
 
 
