@@ -8,7 +8,13 @@
 // out) and ms per reply (the replies run BENCH_CONCURRENCY at a time, default 2, so a looping
 // "before" side stays bounded in time).
 //
+// On a canvas model (DiffusionGemma, BENCH_MODEL_DIR=<its directory>) a third side, "free", asks
+// each case's prompt without its response format or tools, with max_tokens set to the length of
+// that case's "after" reply, for the denoiser steps of unconstrained replies of the same length;
+// the table adds grammar ms per step (docs/constrained-decoding.md, "On a canvas").
+//
 //   npx tsx bench/structured.ts [before,after]   (BENCH_MODELS=bundled by default)
+//   BENCH_MODEL_DIR=/tmp/dg-model npx tsx bench/structured.ts after,free
 import { readFileSync } from "node:fs";
 import { Ajv } from "ajv";
 import OpenAI from "openai";
@@ -24,9 +30,11 @@ const SIDES: Record<string, Record<string, string>> = {
     TESSERA_GRAMMAR_REPLY_BUDGET: "off",
   },
   after: {},
+  free: {},
 };
 const sides = (process.argv[2] ?? "before,after").split(",");
-const modelName = process.env["BENCH_MODELS"] ?? "bundled";
+const modelDir = process.env["BENCH_MODEL_DIR"];
+const modelName = modelDir ?? process.env["BENCH_MODELS"] ?? "bundled";
 const concurrency = Number(process.env["BENCH_CONCURRENCY"] ?? 2);
 const only = process.env["BENCH_CASES"] !== undefined ? new RegExp(process.env["BENCH_CASES"]) : undefined;
 const cases = STRUCTURED_CASES.filter((c) => only === undefined || only.test(c.name));
@@ -61,13 +69,23 @@ function validates(c: StructuredCase, message: OpenAI.Chat.ChatCompletionMessage
   });
 }
 
+/** Each case's "after" reply length, for the "free" side's max_tokens. */
+const afterTokens = new Map<string, number>();
+
+/** A case's request as the side asks it: "free" drops the response format and the tools. */
+function bodyOf(c: StructuredCase, side: string): StructuredCase["body"] {
+  if (side !== "free") return c.body;
+  const { response_format: _f, tools: _t, tool_choice: _c, ...rest } = c.body;
+  return { ...rest, max_tokens: Math.max(1, afterTokens.get(c.name) ?? 256) };
+}
+
 async function runSide(side: string) {
-  const server = await startBenchServer(MODEL_DIRS[modelName]!, { TESSERA_INTRA_OP_THREADS: "2", ...SIDES[side] });
+  const server = await startBenchServer(modelDir ?? MODEL_DIRS[modelName]!, { TESSERA_INTRA_OP_THREADS: "2", ...SIDES[side] });
   try {
     const client = new OpenAI({ apiKey: server.key, baseURL: `${server.url}/v1`, maxRetries: 0, timeout: 600_000 });
     const model = "textmodel-26b";
     // Untimed: one token of each case compiles its grammar (left out of the figures below).
-    for (const c of cases) await client.chat.completions.create({ ...c.body, model, max_tokens: 1 });
+    for (const c of cases) await client.chat.completions.create({ ...bodyOf(c, side), model, max_tokens: 1 });
     const logFrom = readFileSync(server.logFile, "utf8").length;
     const outcomes: Outcome[] = [];
     let next = 0;
@@ -80,7 +98,7 @@ async function runSide(side: string) {
           // Streamed (and put back together by the client), so a long reply is not cut by the
           // HTTP client's 300 s response-headers timeout.
           const reply = await client.chat.completions
-            .stream({ ...c.body, model, stream: true, stream_options: { include_usage: true } })
+            .stream({ ...bodyOf(c, side), model, stream: true, stream_options: { include_usage: true } })
             .finalChatCompletion()
             .catch((err: unknown) => err as Error);
           if (reply instanceof Error) {
@@ -88,10 +106,11 @@ async function runSide(side: string) {
             continue;
           }
           const choice = reply.choices[0]!;
+          if (side === "after") afterTokens.set(c.name, reply.usage?.completion_tokens ?? 0);
           outcomes.push({
             name: c.name,
             finish: choice.finish_reason,
-            valid: validates(c, choice.message, choice.finish_reason),
+            valid: side === "free" || validates(c, choice.message, choice.finish_reason),
             tokens: reply.usage?.completion_tokens ?? 0,
             ms: performance.now() - t0,
             text: (choice.message.content ?? JSON.stringify(choice.message.tool_calls ?? [])).slice(0, 100),
@@ -110,14 +129,20 @@ async function runSide(side: string) {
             completionTokens: number;
             forwardPasses: number;
             promptTokens: number;
-            grammar?: { loopGuard?: number; budget?: number };
+            decoding?: string;
+            grammar?: { loopGuard?: number; budget?: number; ms?: number; steps?: number };
           },
       );
     const tokens = lines.reduce((s, r) => s + r.completionTokens, 0);
-    // A prompt's complete blocks are prefilled in forwards of at most 2048 tokens.
-    const forwards = lines.reduce((s, r) => s + r.forwardPasses - Math.ceil(Math.floor(r.promptTokens / 64) / 32), 0);
+    // A prompt's complete blocks are prefilled in forwards of at most 2048 tokens (a canvas model logs denoiser steps only).
+    const forwards = lines.reduce(
+      (s, r) => s + r.forwardPasses - (r.decoding === "canvas" ? 0 : Math.ceil(Math.floor(r.promptTokens / 64) / 32)),
+      0,
+    );
     const guarded = lines.reduce((s, r) => s + (r.grammar?.loopGuard ?? 0) + (r.grammar?.budget ?? 0), 0);
-    return { side, outcomes, wall, tokens, forwards, guarded };
+    const grammarMs = lines.reduce((s, r) => s + (r.grammar?.ms ?? 0), 0);
+    const grammarSteps = lines.reduce((s, r) => s + (r.grammar?.steps ?? 0), 0);
+    return { side, outcomes, wall, tokens, forwards, guarded, grammarMs, grammarSteps };
   } finally {
     await server.stop();
   }
@@ -134,15 +159,15 @@ for (const side of sides) {
 }
 console.log(`\nmodel: ${modelName}; ${cases.length} prompt × schema pairs, default max_tokens, ${concurrency} at a time\n`);
 console.log(
-  "| side | finish (stop / tool_calls) and validate | reach `length` | mean completion tokens | tokens / forward | ms / reply | guard interventions (loop + budget) |",
+  "| side | finish (stop / tool_calls) and validate | reach `length` | mean completion tokens | tokens / forward | forwards / reply | ms / reply | guard interventions (loop + budget) | grammar ms / step |",
 );
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 for (const r of results) {
   const n = r.outcomes.length;
   const ok = r.outcomes.filter((o) => o.valid).length;
   const length = r.outcomes.filter((o) => o.finish === "length").length;
   const ms = r.outcomes.reduce((s, o) => s + o.ms, 0) / n;
   console.log(
-    `| ${r.side} | ${ok}/${n} (${((100 * ok) / n).toFixed(0)}%) | ${length} | ${(r.tokens / n).toFixed(0)} | ${(r.tokens / r.forwards).toFixed(2)} | ${ms.toFixed(0)} | ${r.guarded} |`,
+    `| ${r.side} | ${r.side === "free" ? "—" : `${ok}/${n} (${((100 * ok) / n).toFixed(0)}%)`} | ${length} | ${(r.tokens / n).toFixed(0)} | ${(r.tokens / r.forwards).toFixed(2)} | ${(r.forwards / n).toFixed(1)} | ${ms.toFixed(0)} | ${r.guarded} | ${r.grammarSteps > 0 ? (r.grammarMs / r.grammarSteps).toFixed(2) : "—"} |`,
   );
 }
