@@ -172,13 +172,19 @@ def main() -> None:
             os.remove(os.path.join(d, name))
     with open(os.path.join(d, "pytorch_model.bin"), "wb") as f:
         pickle.dump(Command(touch), f)
+    # Laid out as huggingface_hub's cache: every file of snapshots/<rev>/ a link into the repository's blobs/ (allowed).
     d = case("remote-code-and-pickle-beside-safetensors", "converted", r"not loaded: configuration_sdar\.py, modeling_sdar\.py, pytorch_model\.bin",
-             args=["--weights", "fp32"])
+             args=["--weights", "fp32"], parent="hub/models--hostile--sdar/snapshots")
     for name in ("configuration_sdar.py", "modeling_sdar.py"):
         with open(os.path.join(d, name), "w", encoding="utf-8") as f:
             f.write(f"import os\nos.system({touch!r})\n")
     with open(os.path.join(d, "pytorch_model.bin"), "wb") as f:
         pickle.dump(Command(touch), f)
+    blobs = os.path.join(out, "hub/models--hostile--sdar/blobs")
+    os.makedirs(blobs)
+    for i, name in enumerate(sorted(os.listdir(d))):
+        os.rename(os.path.join(d, name), os.path.join(blobs, f"blob{i:02d}"))
+        os.symlink(f"../../blobs/blob{i:02d}", os.path.join(d, name))
 
     # The whole conversion's time bound.
     case("time-limit", "refused", r"ran past its time limit of 1 s", args=["--time-limit", "1"])
