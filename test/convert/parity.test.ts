@@ -157,7 +157,8 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: parity with transformers' 
     writeFileSync(join(bad, "config.json"), JSON.stringify({ ...cfg, hidden_size: 96 }));
     const shape = tesseraConvert([bad, out]);
     expect(shape.status).toBe(1);
-    expect(shape.stderr).toMatch(/model\.safetensors: tensor "model\.embed_tokens\.weight" has shape/);
+    // config.json against the tensors' headers, before any work (convert/tessera_convert/tensor_check.py).
+    expect(shape.stderr).toMatch(/config\.json: .* imply tensor "model\.embed_tokens\.weight" of shape \(\d+, 96\); the safetensors hold \(\d+, 64\)/);
     expect(existsSync(out)).toBe(false);
   }, 120_000);
 });
