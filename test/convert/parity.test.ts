@@ -158,7 +158,9 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert: parity with transformers' 
     const shape = tesseraConvert([bad, out]);
     expect(shape.status).toBe(1);
     // config.json against the tensors' headers, before any work (convert/tessera_convert/tensor_check.py).
-    expect(shape.stderr).toMatch(/config\.json: .* imply tensor "model\.embed_tokens\.weight" of shape \(\d+, 96\); the safetensors hold \(\d+, 64\)/);
+    expect(shape.stderr).toMatch(
+      /config\.json: .* imply tensor "model\.embed_tokens\.weight" of shape \(\d+, 96\); the safetensors hold \(\d+, 64\)/,
+    );
     expect(existsSync(out)).toBe(false);
   }, 120_000);
 });
