@@ -11,6 +11,7 @@
  * tool calls are decoded under a grammar from a frozen frontier (canvas-grammar.ts,
  * decoder/canvas/canvas-frontier.ts; docs/constrained-decoding.md "On a canvas").
  */
+import { escapeChatVariables } from "../prompt/user-text.js";
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -160,24 +161,33 @@ async function promptIds(
   );
   const suffix = plan?.promptSuffix ?? "";
   if (suffix !== "") parser.push(suffix);
-  const ids = engine.model.tokenizer.encode(text + suffix);
+  const ids = engine.model.tokenizer.userText.encode(text + suffix);
   if (engine.images === undefined || collector === undefined) return { ids, urls: [], blocks: [], parser, plan };
   return { ...(await engine.images.expand(ids, collector.urls)), parser, plan };
 }
 
-/** A chat request's prompt text, rendered by the checkpoint's own template, and the parser of its reply. */
+/** Where an image part's token goes while the user's text is escaped (user-text.ts); a user who types it only miscounts their images (400). */
+const IMAGE_PLACE = "\u{10FFFC}";
+
+/**
+ * A chat request's prompt text, rendered by the checkpoint's own template over escaped user text
+ * (tokenize it with `tokenizer.userText.encode`), and the parser of its reply.
+ */
 export function renderCanvasChat(
-  model: Pick<CanvasModel, "config" | "renderChat">,
+  model: Pick<CanvasModel, "config" | "renderChat" | "tokenizer">,
   images: boolean,
   req: Pick<GenerationRequest, "model" | "messages" | "tools" | "options">,
   imageText?: (dataUrl: string) => string,
 ): { text: string; parser: ReplyParser; prompt: ChatPrompt } {
   const { config } = model;
   const capabilities = { images, tools: config.tools, thinking: config.thinking };
-  const built = buildChatPrompt(req.model, capabilities, { messages: req.messages, tools: req.tools, options: req.options }, imageText);
+  let imageToken = "";
+  const placed = imageText && ((url: string) => ((imageToken = imageText(url)), IMAGE_PLACE));
+  const built = buildChatPrompt(req.model, capabilities, { messages: req.messages, tools: req.tools, options: req.options }, placed);
   let text: string;
   try {
-    text = model.renderChat(checkpointTemplateVariables(built.variables));
+    text = model.renderChat(checkpointTemplateVariables(escapeChatVariables(built.variables, model.tokenizer.userText)));
+    if (imageToken !== "") text = text.replaceAll(IMAGE_PLACE, imageToken);
   } catch (err) {
     throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
   }

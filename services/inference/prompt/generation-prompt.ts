@@ -8,6 +8,7 @@ import { checkRawPromptRequest } from "./raw-prompt.js";
 import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate, type RequiredToolChoice } from "./required-tool.js";
 import { chatTextBytes, refuseIfCannotFit } from "./text-bound.js";
 import { TemplateRenderError } from "./text-ops.js";
+import { escapeChatVariables } from "./user-text.js";
 
 /** A mask model's prompt for one generation: rendered and tokenized, the required tool chosen if any. */
 export interface GenerationPrompt {
@@ -38,7 +39,7 @@ export async function generationPrompt(
   const started = performance.now();
   const choice = await chooseRequiredTool(runtime, built, { model: modelId, render: templateOf(runtime) }, signal);
   const ms = Math.round(performance.now() - started);
-  return { prompt: choice.prompt, ids: await runtime.model.text.encode(choice.text), choice: { ...choice, ms } };
+  return { prompt: choice.prompt, ids: await runtime.model.text.encodePrompt(choice.text), choice: { ...choice, ms } };
 }
 
 /**
@@ -54,7 +55,7 @@ export async function countPromptTokens(runtime: ModelRuntime, req: CountRequest
   const built = buildChatPrompt(req.model, runtime.model.config.capabilities, input);
   if (built.requiredTools.length === 0) return (await renderEncode(runtime, built.variables)).length;
   const tokenizer = runtime.model.tokenizer;
-  return tokenizer.encode(longestForcedPrompt(tokenizer, built, { model: req.model, render: templateOf(runtime) })).length;
+  return tokenizer.userText.encode(longestForcedPrompt(tokenizer, built, { model: req.model, render: templateOf(runtime) })).length;
 }
 
 /** A raw prompt's tokens (Generate and CountTokens): checked, bounded by its bytes, then tokenized on the text worker. */
@@ -64,11 +65,11 @@ export async function rawPromptIds(runtime: ModelRuntime, req: GenerationRequest
   return await runtime.model.text.encode(raw);
 }
 
-/** The model's chat template; a conversation it cannot render is refused (InvalidArgument). */
+/** The model's chat template over escaped user text (user-text.ts); a conversation it cannot render is refused (InvalidArgument). */
 function templateOf(runtime: ModelRuntime): RenderTemplate {
   return (variables) => {
     try {
-      return runtime.model.renderChat(variables);
+      return runtime.model.renderChat(escapeChatVariables(variables, runtime.model.tokenizer.userText));
     } catch (err) {
       throw invalid(`the chat template cannot render this conversation: ${err instanceof Error ? err.message : String(err)}`);
     }

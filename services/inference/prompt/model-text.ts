@@ -10,6 +10,8 @@ import { TEXT_WORKER_MARK, type TextReply, type TextRequest } from "./text-worke
  */
 export interface ModelText {
   encode(text: string): Promise<number[]>;
+  /** A prompt rendered from escaped user text (user-text.ts), tokenized: the user's special tokens as text. */
+  encodePrompt(rendered: string): Promise<number[]>;
   /** Renders the chat template and tokenizes the result; TemplateRenderError if it cannot render. */
   renderEncode(variables: ChatTemplateVariables): Promise<number[]>;
   scoreTokens(prefix: string, suffixes: readonly string[], labels: readonly string[]): Promise<ScoreTokens>;
@@ -20,6 +22,7 @@ export interface ModelText {
 export function inThreadText(ops: TextOps): ModelText {
   return {
     encode: async (text) => ops.encode(text),
+    encodePrompt: async (rendered) => ops.encodePrompt(rendered),
     renderEncode: async (variables) => ops.renderEncode(variables),
     scoreTokens: async (prefix, suffixes, labels) => ops.scoreTokens(prefix, suffixes, labels),
     close: async () => undefined,
@@ -80,6 +83,7 @@ export function workerText(source: TextSource, threads = TEXT_WORKERS): ModelTex
   };
   return {
     encode: (text) => call<number[]>({ op: "encode", text }),
+    encodePrompt: (text) => call<number[]>({ op: "encodePrompt", text }),
     renderEncode: (variables) => call<number[]>({ op: "renderEncode", variables }),
     scoreTokens: (prefix, suffixes, labels) =>
       call<ScoreTokens>({ op: "scoreTokens", prefix, suffixes: [...suffixes], labels: [...labels] }),

@@ -2,6 +2,7 @@ import { BoundedTemplate } from "../../../lib/bounded-template.js";
 import type { ChatTemplateVariables } from "./chat-prompt.js";
 import { tokenizeScorePrompts, type ScorePromptTokens } from "../score/score-tokens.js";
 import { createTextTokenizer, type TextTokenizer } from "./tokenizer.js";
+import { escapeChatVariables } from "./user-text.js";
 
 /** What a model directory's text work needs: the tokenizer files and the chat template. */
 export interface TextSource {
@@ -26,6 +27,8 @@ export class TemplateRenderError extends Error {
 /** The text work of a request, the same on the main thread and on the text worker. */
 export interface TextOps {
   encode(text: string): number[];
+  /** A prompt rendered from escaped user text (user-text.ts), tokenized. */
+  encodePrompt(rendered: string): number[];
   renderEncode(variables: ChatTemplateVariables): number[];
   scoreTokens(prefix: string, suffixes: readonly string[], labels: readonly string[]): ScoreTokens;
 }
@@ -33,14 +36,15 @@ export interface TextOps {
 export function createTextOps(tokenizer: TextTokenizer, template: Pick<BoundedTemplate, "render">): TextOps {
   return {
     encode: (text) => tokenizer.encode(text),
+    encodePrompt: (rendered) => tokenizer.userText.encode(rendered),
     renderEncode(variables) {
       let text: string;
       try {
-        text = template.render(variables as unknown as Record<string, unknown>);
+        text = template.render(escapeChatVariables(variables, tokenizer.userText) as unknown as Record<string, unknown>);
       } catch (err) {
         throw new TemplateRenderError(err instanceof Error ? err.message : String(err));
       }
-      return tokenizer.encode(text);
+      return tokenizer.userText.encode(text);
     },
     scoreTokens(prefix, suffixes, labels) {
       return { ...tokenizeScorePrompts(tokenizer, prefix, suffixes), labelIds: labels.map((label) => tokenizer.encode(label)) };

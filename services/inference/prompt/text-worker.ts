@@ -8,6 +8,7 @@ export const TEXT_WORKER_MARK = "tessera-text-worker";
 
 export type TextRequest =
   | { id: number; op: "encode"; text: string }
+  | { id: number; op: "encodePrompt"; text: string }
   | { id: number; op: "renderEncode"; variables: unknown }
   | { id: number; op: "scoreTokens"; prefix: string; suffixes: string[]; labels: string[] };
 
@@ -19,6 +20,8 @@ function answer(ops: TextOps, req: TextRequest): unknown {
   switch (req.op) {
     case "encode":
       return ops.encode(req.text);
+    case "encodePrompt":
+      return ops.encodePrompt(req.text);
     case "renderEncode":
       return ops.renderEncode(req.variables as Parameters<TextOps["renderEncode"]>[0]);
     case "scoreTokens":
