@@ -186,8 +186,9 @@ def main() -> None:
         os.rename(os.path.join(d, name), os.path.join(blobs, f"blob{i:02d}"))
         os.symlink(f"../../blobs/blob{i:02d}", os.path.join(d, name))
 
-    # The whole conversion's time bound.
+    # The whole conversion's time and memory bounds.
     case("time-limit", "refused", r"ran past its time limit of 1 s", args=["--time-limit", "1"])
+    case("memory-limit", "refused", r"out of memory.*--memory-limit", args=["--memory-limit", "0.2"])
 
     write_json(os.path.join(out, "cases.json"), {"marker": marker, "secret": secret, "secret_text": SECRET, "outside": outside, "cases": cases})
     print(f"wrote {len(cases)} cases to {out}")

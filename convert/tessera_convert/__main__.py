@@ -224,10 +224,10 @@ def main(argv=None) -> int:
     except ConvertError as err:
         print(f"tessera convert: {one_line(str(err))}", file=sys.stderr)
         return 1
-    except MemoryError:
-        print(f"tessera convert: {bounds.memory_error(memory)}", file=sys.stderr)
-        return 1
     except Exception as err:  # noqa: BLE001  a checkpoint the checks above missed: one line, not a traceback
+        if bounds.out_of_memory(err):
+            print(f"tessera convert: {bounds.memory_error(memory)}", file=sys.stderr)
+            return 1
         if os.environ.get("TESSERA_CONVERT_TRACEBACK"):
             raise
         print(f"tessera convert: failed: {type(err).__name__}: {one_line(str(err))} (TESSERA_CONVERT_TRACEBACK=1 shows where)", file=sys.stderr)

@@ -63,6 +63,13 @@ def _on_signal(signum, _frame):
     raise Interrupted(f"interrupted by {signal.Signals(signum).name}; stopped, staging folders removed, nothing written")
 
 
+def out_of_memory(err: BaseException) -> bool:
+    """A MemoryError, or a library that could not be mapped for want of address space (an import under RLIMIT_AS)."""
+    text = str(err)
+    return isinstance(err, MemoryError) or (isinstance(err, OSError) or isinstance(err, ImportError)) and (
+        "failed to map segment" in text or "Cannot allocate memory" in text)
+
+
 def memory_error(limit_bytes: int) -> str:
     return (f"out of memory: the conversion reached its memory limit of {limit_bytes / 1e9:.1f} GB (--memory-limit) or the "
             "machine's; stopped, nothing written")

@@ -71,9 +71,12 @@ def torch_stage(ckpt_dir: str, block_size, fp32_path: str, external: bool, work:
         progress(f"fp32 model written in {time.time() - t0:.1f} s")
     except ConvertError as err:
         _fail(work, str(err))
-    except MemoryError:
-        _fail(work, "out of memory in the PyTorch stage (--memory-limit, or the machine's memory); stopped, nothing written")
     except Exception as err:  # noqa: BLE001  one line for the parent to print, not a traceback
+        from .bounds import out_of_memory
+
+        if out_of_memory(err):
+            _fail(work, "out of memory in the PyTorch stage (--memory-limit, or the machine's memory); stopped, nothing written")
+            return
         if os.environ.get("TESSERA_CONVERT_TRACEBACK"):
             raise
         _fail(work, f"the PyTorch stage failed: {type(err).__name__}: {' '.join(str(err).split())[:500]}")
