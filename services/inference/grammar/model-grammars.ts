@@ -2,7 +2,7 @@ import { type ChatSpecialTokens, DEFAULT_SPECIAL_TOKENS } from "../engine/model-
 import { DEFAULT_FINISH_RULES, type FinishRules } from "./loop-guard.js";
 import { checkSpec, grammarSource, specKey, type GrammarSpec } from "./grammar-spec.js";
 import { SchemaError, type SchemaLimits } from "./schema-check.js";
-import { grammarTokenBytes, grammarVocab } from "./vocab.js";
+import { grammarTokenBytes, grammarVocab, grammarVocabType } from "./vocab.js";
 import { loadXGrammar, type CompiledGrammar, type GrammarCompiler, type GrammarMatcher, type XGrammar } from "./xgrammar.js";
 
 export interface GrammarOptions {
@@ -54,9 +54,10 @@ export class ModelGrammars {
     const tags = options.tags ?? DEFAULT_SPECIAL_TOKENS;
     const textTags = [...tags.thinking, ...tags.toolCall];
     const vocab = grammarVocab(tokenizerJson, vocabSize, textTags);
-    const info = await xgrammar.TokenizerInfo.createTokenizerInfo(vocab, "byte_level", false, vocabSize, [eosTokenId]);
+    const type = grammarVocabType(tokenizerJson);
+    const info = await xgrammar.TokenizerInfo.createTokenizerInfo(vocab, type, false, vocabSize, [eosTokenId]);
     const compiler = await xgrammar.GrammarCompiler.createGrammarCompiler(info, false);
-    return new ModelGrammars(xgrammar, compiler, vocabSize, eosTokenId, grammarTokenBytes(vocab, textTags), options);
+    return new ModelGrammars(xgrammar, compiler, vocabSize, eosTokenId, grammarTokenBytes(vocab, textTags, type), options);
   }
 
   /**

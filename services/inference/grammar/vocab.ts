@@ -10,8 +10,19 @@
  */
 
 interface TokenizerJson {
-  model?: { vocab?: Record<string, number> | [string, number][] };
+  model?: { vocab?: Record<string, number> | [string, number][]; byte_fallback?: boolean };
   added_tokens?: { id: number; content: string }[];
+}
+
+/**
+ * How the vocabulary spells bytes: `byte_level` (GPT-2's printable alphabet: Qwen, the bundled
+ * model) or `byte_fallback` (SentencePiece-style BPE: `▁` for a space, `<0x0A>` for a byte that
+ * has no token of its own: Gemma's, DiffusionGemma's), as XGrammar's TokenizerInfo takes it.
+ */
+export type GrammarVocabType = "byte_level" | "byte_fallback";
+
+export function grammarVocabType(tokenizerJson: unknown): GrammarVocabType {
+  return (tokenizerJson as TokenizerJson).model?.byte_fallback === true ? "byte_fallback" : "byte_level";
 }
 
 export function grammarVocab(tokenizerJson: unknown, vocabSize: number, textTags: readonly string[]): string[] {
@@ -45,16 +56,27 @@ function byteLevelDecoder(): Map<string, number> {
   return new Map(bytes.map((b, i) => [String.fromCharCode(chars[i]!), b]));
 }
 
+const BYTE_TOKEN = /^<0x([0-9A-Fa-f]{2})>$/;
+
 /**
  * The bytes of every token as the grammar sees them (grammarVocab's strings, byte-level
- * decoded; the kept tags as their UTF-8 text; special tokens empty).
+ * decoded, or for `byte_fallback` `▁` as a space and `<0xAB>` as its byte; the kept tags as
+ * their UTF-8 text; special tokens empty).
  */
-export function grammarTokenBytes(vocab: readonly string[], textTags: readonly string[]): Uint8Array[] {
+export function grammarTokenBytes(
+  vocab: readonly string[],
+  textTags: readonly string[],
+  type: GrammarVocabType = "byte_level",
+): Uint8Array[] {
   const decoder = byteLevelDecoder();
   const tags = new Set<string>(textTags);
   const utf8 = new TextEncoder();
   return vocab.map((token) => {
     if (tags.has(token)) return utf8.encode(token);
+    if (type === "byte_fallback") {
+      const byte = BYTE_TOKEN.exec(token);
+      return byte !== null ? Uint8Array.of(Number.parseInt(byte[1]!, 16)) : utf8.encode(token.replaceAll("\u2581", " "));
+    }
     const out = new Uint8Array(token.length);
     let n = 0;
     for (const ch of token) {
