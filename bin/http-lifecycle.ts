@@ -20,7 +20,7 @@ export async function listenGateway(
   metrics: Metrics,
   logger: Logger,
 ): Promise<{ server: Server; port: number; url: string }> {
-  const server = createGatewayServer(handler, {
+  const server = createGatewayServer(config.opsPort === undefined ? handler : withoutMetrics(handler), {
     headersTimeoutMs: config.headersTimeoutMs,
     requestTimeoutMs: config.bodyTimeoutMs,
     maxConnections: config.maxConnections,
@@ -37,22 +37,39 @@ export async function listenGateway(
   return { server, port, url: `http://${hostForUrl(config.host)}:${port}` };
 }
 
+/** A path without its query string. */
+const pathOf = (url: string) => {
+  const query = url.indexOf("?");
+  return query < 0 ? url : url.slice(0, query);
+};
+
+/** A 404 in the detail shape, answered by the listener itself. */
+function notFound(req: Parameters<NodeHandler>[0], res: Parameters<NodeHandler>[1], message: string): void {
+  const { status, body } = errorBody("detail", new HttpError(404, "not_found_error", message, { code: "not_found" }));
+  res.writeHead(status, { "content-type": "application/json", [REQUEST_ID_HEADER]: newRequestId() });
+  res.end(JSON.stringify(body));
+  req.resume();
+}
+
+/**
+ * The public port's handler when an operations port exists: `/metrics` (which needs no key) is
+ * served there only, so the public port does not tell anyone who asks the server's load.
+ */
+function withoutMetrics(handler: NodeHandler): NodeHandler {
+  return (req, res) => {
+    if (pathOf(req.url ?? "/") !== "/metrics") return handler(req, res);
+    notFound(req, res, "/metrics is served on the operations port only (TESSERA_OPS_PORT)");
+  };
+}
+
 /** The paths the operations listener serves. */
 const OPS_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz", "/metrics"]);
 
 /** The gateway's handler for the operations paths only; anything else is 404 in the detail shape. */
 function opsOnly(handler: NodeHandler): NodeHandler {
   return (req, res) => {
-    const url = req.url ?? "/";
-    const query = url.indexOf("?");
-    if (OPS_PATHS.has(query < 0 ? url : url.slice(0, query))) return handler(req, res);
-    const { status, body } = errorBody(
-      "detail",
-      new HttpError(404, "not_found_error", "this port serves /healthz, /readyz and /metrics only", { code: "not_found" }),
-    );
-    res.writeHead(status, { "content-type": "application/json", [REQUEST_ID_HEADER]: newRequestId() });
-    res.end(JSON.stringify(body));
-    req.resume();
+    if (OPS_PATHS.has(pathOf(req.url ?? "/"))) return handler(req, res);
+    notFound(req, res, "this port serves /healthz, /readyz and /metrics only");
   };
 }
 

@@ -1,7 +1,7 @@
 // Large valid bodies (issue 11, item 1): three concurrent 7.4 MB chat bodies (2,048 messages of
 // 3.6 KB) sent to `tessera serve` in a process of its own must not hold its event loop: /healthz,
 // /readyz and /metrics answer within 1 s throughout, on the public port and on the operations
-// port (TESSERA_OPS_PORT), and no answer is a 5xx. The same for decisions whose state is a
+// port (TESSERA_OPS_PORT; /metrics there only), and no answer is a 5xx. The same for decisions whose state is a
 // multi-megabyte object (issue 39): checked and refused on the body worker.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hugeChatBody, objectStateDecisionBody, probeWhile, startTinyServe, type TinyServe } from "../../support/hostile.js";
@@ -34,10 +34,10 @@ describe("three concurrent 7.4 MB chat bodies", () => {
       }),
     );
     // Probes start at once and run until every chat is answered (a probe that fails counts its 5 s timeout).
-    const paths = ["/healthz", "/readyz", "/metrics"];
+    // With an operations port, /metrics is served there only.
     const [publicProbes, opsProbes] = await Promise.all([
-      probeWhile(serve.url, paths, chats, 50),
-      probeWhile(serve.opsUrl!, paths, chats, 50),
+      probeWhile(serve.url, ["/healthz", "/readyz"], chats, 50),
+      probeWhile(serve.opsUrl!, ["/healthz", "/readyz", "/metrics"], chats, 50),
     ]);
     const probes = [...publicProbes, ...opsProbes];
     const answers = await chats;
@@ -90,5 +90,13 @@ describe("the operations port", () => {
     const other = await fetch(`${serve.opsUrl}/v1/models`, { headers: { authorization: `Bearer ${key()}` } });
     expect(other.status).toBe(404);
     expect(((await other.json()) as { detail: { message: string } }).detail.message).toMatch(/only/);
+  });
+
+  it("is the only home of /metrics: the public port answers it 404 without a key (issue 39)", async () => {
+    const refused = await fetch(`${serve.url}/metrics`);
+    expect(refused.status).toBe(404);
+    expect(((await refused.json()) as { detail: { message: string } }).detail.message).toMatch(/operations port only \(TESSERA_OPS_PORT\)/);
+    expect((await fetch(`${serve.url}/metrics?x=1`)).status).toBe(404);
+    expect((await fetch(`${serve.url}/healthz`)).status).toBe(200);
   });
 });
