@@ -35,7 +35,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: "TESSERA_OPS_PORT",
     key: "opsPort",
     fallback: undefined,
-    help: "A second HTTP port, on the same host, serving only /healthz, /readyz and /metrics with connection caps of its own, so probes never queue behind clients (0 picks a free one; unset: none, they are on the public port only).",
+    help: "A second HTTP port, on the same host, serving only /healthz, /readyz and /metrics with connection caps of its own, so probes never queue behind clients; when set, /metrics is served there only (the public port answers it 404) (0 picks a free one; unset: none, they are on the public port only).",
     parse: (raw) => (raw.trim() === "" ? undefined : integer(0, 65535)(raw)),
   },
   {
