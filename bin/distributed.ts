@@ -24,7 +24,8 @@ import { retryingUsageSink } from "../lib/usage/retrying-sink.js";
 import { accountingAuthInterceptor } from "../services/accounting/admin-auth.js";
 import { accountingReadiness } from "../services/accounting/readiness.js";
 import { decisionRoutes } from "../services/decision/server.js";
-import { loadCatalog } from "../services/registry/catalog.js";
+import type { loadCatalog } from "../services/registry/catalog.js";
+import { servedCatalog } from "../services/registry/pulled.js";
 import { registryRoutes } from "../services/registry/server.js";
 import { createCleanups } from "./cleanups.js";
 import { startDistributedAccounting } from "./distributed-accounting.js";
@@ -104,7 +105,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
   const natsUrl = config.natsUrl;
 
   const metrics = options.metrics ?? createMetrics();
-  const catalog = once(() => loadCatalog(config.modelsConfig));
+  const catalog = once(() => servedCatalog(config.modelsConfig, config.dataDir));
   // A bad models config fails the start before anything connects.
   if (has("registry") || has("inference")) catalog();
   const cleanups = createCleanups(logger);

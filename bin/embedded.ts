@@ -15,7 +15,8 @@ import { type InternalTransport, localClient, localTransport, mountAll } from ".
 import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
 import { accountingReadiness } from "../services/accounting/readiness.js";
 import { decisionRoutes } from "../services/decision/server.js";
-import { loadCatalog } from "../services/registry/catalog.js";
+import type { Catalog } from "../services/registry/catalog.js";
+import { servedCatalog } from "../services/registry/pulled.js";
 import { registryRoutes } from "../services/registry/server.js";
 import { ensureFirstKey } from "./bootstrap.js";
 import { createCleanups } from "./cleanups.js";
@@ -35,6 +36,8 @@ export interface EmbeddedOptions {
    * round trip per call, which costs hundreds of microseconds per call (lib/service-mount.ts).
    */
   internalTransport?: InternalTransport;
+  /** The catalog to serve (`serve --model`: the pulled models named); default: the models config and every pulled model. */
+  catalog?: Catalog;
 }
 
 /** A running embedded Tessera: every service in this process, HTTP on one port. */
@@ -68,7 +71,7 @@ export interface EmbeddedTessera {
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedTessera> {
   const { config, logger } = options;
   const metrics = options.metrics ?? createMetrics();
-  const catalog = loadCatalog(config.modelsConfig);
+  const catalog = options.catalog ?? servedCatalog(config.modelsConfig, config.dataDir);
   const workers = options.workers ?? createInProcessWorkerDirectory();
   const internal = options.internalTransport ?? "in-process";
   const cleanups = createCleanups(logger);

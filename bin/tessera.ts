@@ -12,6 +12,11 @@ import { CatalogError } from "../services/registry/catalog.js";
 import { bearerInterceptor, serviceTransport } from "../lib/remote/clients.js";
 import { runCalibrate } from "./calibrate-command.js";
 import { convertPython, runConvert } from "./convert-command.js";
+import { PullError } from "../lib/hub/errors.js";
+import { hubEnv } from "../lib/hub/env.js";
+import { runModels } from "./models-command.js";
+import { runPull } from "./pull-command.js";
+import { pullForServe, splitServeArgs } from "./serve-model.js";
 import { SERVICE_NAMES, startDistributed, type ServiceName } from "./distributed.js";
 import { startEmbedded } from "./embedded.js";
 
@@ -22,7 +27,14 @@ const USAGE = `Usage:
       Run the services. No names: every service in one process with the embedded store
       (the default). Names: those services in this process, in distributed mode on NATS
       (TESSERA_NATS_URL; the others at TESSERA_ACCOUNTING_URL, TESSERA_REGISTRY_URL,
-      TESSERA_DECISION_URL).
+      TESSERA_DECISION_URL). Pulled models (tessera pull) join the models config's.
+  tessera serve --model <org/name>[@revision] [--as NAME] [--weights W] [--block-size N]
+      Pull a model from the Hugging Face Hub if needed (as tessera pull), then serve it alone
+      under its repo id; /readyz names the phase meanwhile.
+  tessera pull <org/name>[@revision] [--as NAME] [--weights int8|int4|fp16|fp32] [--block-size N] [--no-setup]
+      Download (into the Hugging Face cache) and convert a model (tessera pull --help).
+  tessera models list | rm <org/name|alias>
+      The pulled models: id, family, weights, disk use, repo@commit; rm frees their space.
   tessera keys <command> …
       Manage API keys, accounts, limits and usage: through accounting at
       TESSERA_ACCOUNTING_URL with TESSERA_ADMIN_TOKEN when set, else in TESSERA_DATA_DIR
@@ -48,12 +60,13 @@ async function serve(args: string[]): Promise<number> {
     process.stdout.write(serveHelp());
     return 0;
   }
-  const unknown = args.filter((a) => !(SERVICE_NAMES as readonly string[]).includes(a));
+  const { services, pull } = splitServeArgs(args);
+  const unknown = services.filter((a) => !(SERVICE_NAMES as readonly string[]).includes(a));
   if (unknown.length > 0) {
     process.stderr.write(`tessera serve: unknown service ${unknown.map((u) => `"${u}"`).join(", ")} (${SERVICE_NAMES.join(", ")})\n`);
     return 2;
   }
-  const names = [...new Set(args)] as ServiceName[];
+  const names = [...new Set(services)] as ServiceName[];
   const config = loadConfig();
   // Every service named without NATS is the embedded process, as with no names.
   const distributed = names.length > 0 && (names.length < SERVICE_NAMES.length || config.natsUrl !== undefined);
@@ -64,6 +77,10 @@ async function serve(args: string[]): Promise<number> {
     );
     return 2;
   }
+  if (distributed && pull !== undefined) {
+    process.stderr.write("tessera serve --model runs every service in one process; it does not take service names\n");
+    return 2;
+  }
   const logger = createLogger({ level: config.logLevel });
   if (!distributed && config.natsUrl !== undefined) {
     logger.warn(
@@ -71,7 +88,10 @@ async function serve(args: string[]): Promise<number> {
       "TESSERA_NATS_URL is set, but `tessera serve` without service names runs the embedded adapters; it is ignored",
     );
   }
-  const app = distributed ? await startDistributed({ config, logger, services: names }) : await startEmbedded({ config, logger });
+  const catalog = pull === undefined ? undefined : await pullForServe(pull, config, logger);
+  const app = distributed
+    ? await startDistributed({ config, logger, services: names })
+    : await startEmbedded({ config, logger, ...(catalog !== undefined ? { catalog } : {}) });
 
   await new Promise<void>((resolve) => {
     let stopping = false;
@@ -149,6 +169,10 @@ export async function main(argv: string[]): Promise<number> {
           : runConvert(rest, convertPython(loadConfig().convertPython));
       case "calibrate":
         return await runCalibrate(rest);
+      case "pull":
+        return await runPull(rest, loadConfig());
+      case "models":
+        return runModels(rest, loadConfig().dataDir, hubEnv(), (line) => process.stdout.write(`${line}\n`));
       case undefined:
       case "--help":
       case "-h":
@@ -160,7 +184,7 @@ export async function main(argv: string[]): Promise<number> {
         return 2;
     }
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof CatalogError) {
+    if (err instanceof ConfigError || err instanceof CatalogError || err instanceof PullError) {
       process.stderr.write(`tessera: ${err.message}\n`);
       return 1;
     }

@@ -20,7 +20,7 @@ export function parseRepoRef(text: string): RepoRef {
   const revision = at < 0 ? "main" : text.slice(at + 1);
   if (!REPO_ID.test(repo) || repo.includes("--") || repo.includes(".."))
     throw new PullError(`"${repo}" is not a Hugging Face model id (org/name, e.g. JetLM/SDAR-1.7B-Chat)`);
-  if (!REVISION.test(revision) || revision.split("/").includes(".."))
+  if (!REVISION.test(revision) || revision.includes(".."))
     throw new PullError(`"${revision}" is not a revision (a branch, tag or 40-hex commit)`);
   return { repo, revision };
 }

@@ -72,6 +72,7 @@ export function createPullProgress(out: NodeJS.WritableStream & { isTTY?: boolea
       }
     },
     bytes(n) {
+      if (started === 0) return; // config.json, fetched before the download phase
       done += n;
       if (bar !== undefined) {
         const secs = (Date.now() - started) / 1000;

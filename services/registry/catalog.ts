@@ -59,6 +59,8 @@ export class CatalogError extends Error {
 /** The model catalog: which ids exist, what they resolve to, and in which order they are listed. */
 export class Catalog {
   private readonly byId = new Map<string, Resolution>();
+  /** By kind and id: a pulled model is a text and a decision model under one id (registry/pulled.ts). */
+  private readonly byKind = new Map<string, Resolution>();
   readonly listed: readonly ListedId[];
 
   constructor(
@@ -66,7 +68,13 @@ export class Catalog {
     readonly latest: readonly LatestAlias[],
   ) {
     for (const model of models) {
-      for (const id of [model.id, ...model.aliases]) this.byId.set(id, { model, latestAlias: undefined });
+      for (const id of [model.id, ...model.aliases]) {
+        const resolution = { model, latestAlias: undefined };
+        this.byKind.set(`${model.kind}|${id}`, resolution);
+        // One id of two kinds: the first (text) answers a request that names no kind.
+        const other = this.byId.get(id);
+        if (other === undefined || other.model.kind === model.kind) this.byId.set(id, resolution);
+      }
     }
     const listed: ListedId[] = [];
     const placed = new Set<LatestAlias>();
@@ -87,8 +95,9 @@ export class Catalog {
     this.listed = listed;
   }
 
-  resolve(id: string): Resolution | undefined {
-    return this.byId.get(id);
+  /** The model an id names; with a kind, that kind's where the id names one of each. */
+  resolve(id: string, kind?: ModelKind): Resolution | undefined {
+    return (kind === undefined ? undefined : this.byKind.get(`${kind}|${id}`)) ?? this.byId.get(id);
   }
 
   /** Every distinct model directory with the serving id its versions share (and its unmasking policy, if named). */

@@ -36,6 +36,8 @@ export function createRegistryService({ catalog, workers }: RegistryDeps): Servi
         models = catalog.listed
           .filter((listed) => req.kind === ModelKind.UNSPECIFIED || listed.model.kind === req.kind)
           .filter((listed) => req.includeUnavailable || live.has(listed.model.servingId))
+          // A pulled model's id names a text and a decision model: listed once.
+          .filter((listed, i, all) => all.findIndex((other) => other.id === listed.id) === i)
           .map(entryOf);
         if (listings.size >= 256) listings.clear();
         listings.set(key, models);
@@ -45,7 +47,7 @@ export function createRegistryService({ catalog, workers }: RegistryDeps): Servi
 
     resolveModel(req) {
       if (req.model === "") throw new ConnectError("model is required", Code.InvalidArgument);
-      const resolution = catalog.resolve(req.model);
+      const resolution = catalog.resolve(req.model, req.kind === ModelKind.UNSPECIFIED ? undefined : req.kind);
       if (resolution === undefined) throw new ConnectError(`model "${req.model}" does not exist`, Code.NotFound);
       const { model } = resolution;
       if (req.kind !== ModelKind.UNSPECIFIED && model.kind !== req.kind) {

@@ -14,8 +14,8 @@ export interface ServeProcess {
   stop(): Promise<number | null>;
 }
 
-export async function spawnTesseraServe(env: Record<string, string>, timeoutMs = 30_000): Promise<ServeProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", "bin/tessera.ts", "serve"], {
+export async function spawnTesseraServe(env: Record<string, string>, timeoutMs = 30_000, args: string[] = []): Promise<ServeProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", "bin/tessera.ts", "serve", ...args], {
     cwd: REPO_ROOT,
     env: { ...process.env, TESSERA_HOST: "127.0.0.1", TESSERA_PORT: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],

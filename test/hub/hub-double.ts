@@ -66,6 +66,8 @@ export class HubDouble {
   readonly corruptions = new Map<string, { at: number; times: number }>();
   /** Send only a few bytes, then nothing (a stall), on the next GET of a blob (by path). */
   readonly stalls = new Set<string>();
+  /** Hold a blob's body until the promise settles (by path): a download in progress, for as long as a test needs. */
+  readonly holds = new Map<string, Promise<unknown>>();
   /** Answer every Range with the whole file (a server that ignores Range). */
   ignoreRange = false;
   hubUrl = "";
@@ -349,6 +351,27 @@ export class HubDouble {
       res.end();
       return;
     }
+    const hold = this.holds.get(path);
+    if (hold !== undefined) {
+      this.holds.delete(path);
+      res.write(file.data.subarray(start, start + 1024));
+      start += 1024;
+      entry.bytes += 1024;
+      void hold.then(() => this.send(req, res, entry, file, path, start, end));
+      return;
+    }
+    this.send(req, res, entry, file, path, start, end);
+  }
+
+  private send(
+    _req: IncomingMessage,
+    res: ServerResponse,
+    entry: LoggedRequest,
+    file: DoubleFile,
+    path: string,
+    start: number,
+    end: number,
+  ): void {
     let chunk = Buffer.from(file.data.subarray(start, end + 1));
     const corrupt = this.corruptions.get(path);
     if (corrupt !== undefined && corrupt.times > 0 && corrupt.at >= start && corrupt.at <= end) {
@@ -359,17 +382,17 @@ export class HubDouble {
     if (cut !== undefined) {
       this.cuts.delete(path);
       chunk = chunk.subarray(0, cut);
-      entry.bytes = chunk.length;
+      entry.bytes += chunk.length;
       res.write(chunk, () => res.destroy());
       return;
     }
     if (this.stalls.has(path)) {
       this.stalls.delete(path);
-      entry.bytes = Math.min(16, chunk.length);
+      entry.bytes += Math.min(16, chunk.length);
       res.write(chunk.subarray(0, 16));
       return; // never ends: the client's stall timer must give up
     }
-    entry.bytes = chunk.length;
+    entry.bytes += chunk.length;
     res.end(chunk);
   }
 }
