@@ -75,7 +75,7 @@ export function gateInterceptor(
     const charge = charges.get(name) ?? RATE_ONLY;
     const sizer = holds.get(name);
     // Whose call it is, for the services that share by client: the key's account, never what the caller sent.
-    const asClient = (gated: GatedCall) => req.header.set(CLIENT_HEADER, gated.principal!.accountId);
+    const asClient = (gated: GatedCall) => req.header.set(CLIENT_HEADER, gated.principal?.accountId ?? "");
     if (sizer === undefined) {
       return gate.around(charge, (gated) => {
         asClient(gated);

@@ -30,7 +30,7 @@ export function systemoneRoute({ decision, maxDecisionWorkTokens }: SystemoneRou
     async handle(ctx) {
       const decide = async (request: DecideRequest): Promise<DecideResponse> => {
         try {
-          return await decision.decide(request, { signal: ctx.signal, headers: { [CLIENT_HEADER]: ctx.principal!.accountId } });
+          return await decision.decide(request, { signal: ctx.signal, headers: { [CLIENT_HEADER]: ctx.principal?.accountId ?? "" } });
         } catch (err) {
           if (err instanceof ConnectError && err.code === Code.NotFound) {
             throw new HttpError(400, "invalid_request_error", err.rawMessage, { code: "model_not_found", param: "model" });
