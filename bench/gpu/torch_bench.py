@@ -37,7 +37,7 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ck = read_checkpoint(args.ckpt, None)
     a = ck.arch
-    model = load_contract_model(args.ckpt, a)
+    model = load_contract_model(ck)
     model = model.to(device).eval()
 
     def inputs(batch: int, seq: int, past: int):

@@ -140,7 +140,10 @@ def config_json(hf_config, shapes, tokens: dict, stops: List[int], sampler: dict
     }
 
 
-def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callable[[str], None], experts: str = "auto") -> dict:
+def convert(ckpt: str, out_dir: str, family, *, weights: str, force: bool, progress: Callable[[str], None], experts: str = "auto",
+            block_size=None, external: str = "auto") -> dict:
+    """The pipeline of families.FAMILIES["diffusion_gemma"]; ``block_size`` and ``external`` are the dense
+    families' options, unused here (a canvas has no fixed block; the weights always go to weights.onnx.data)."""
     import torch
 
     from .gemma_check import check, ort_driver
@@ -163,15 +166,15 @@ def convert(ckpt: str, out_dir: str, weights: str, force: bool, progress: Callab
     shapes_held = tensor_shapes(weight_files(ckpt), ckpt)
     check_config_claims(read_json(cfg_path), shapes_held, cfg_path)
 
-    from transformers import DiffusionGemmaForBlockDiffusion
+    hf_class = family.module_class()  # transformers' DiffusionGemmaForBlockDiffusion
 
     try:
-        hf_config = DiffusionGemmaForBlockDiffusion.config_class.from_pretrained(ckpt)
+        hf_config = hf_class.config_class.from_pretrained(ckpt)
         with torch.device("meta"):
-            meta = DiffusionGemmaForBlockDiffusion(hf_config)
+            meta = hf_class(hf_config)
         check_parameter_count(sum(p.numel() for p in meta.parameters()), shapes_held, cfg_path)
         del meta
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(ckpt, dtype=torch.float32, use_safetensors=True, local_files_only=True).eval()
+        model = hf_class.from_pretrained(ckpt, dtype=torch.float32, use_safetensors=True, local_files_only=True).eval()
     except (OSError, ValueError) as err:
         raise ConvertError(f"{ckpt}: transformers cannot load it as DiffusionGemmaForBlockDiffusion ({err})") from err
     text = model.config.text_config

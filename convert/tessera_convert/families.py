@@ -1,4 +1,13 @@
-"""The two dense block-diffusion families: what each checkpoint's files say, checked and normalised.
+"""The converter's families: one table from config.json's ``model_type`` to how it is converted.
+
+Each entry names the family's pipeline (the module whose ``convert()`` reads and checks the
+checkpoint's files and writes the model directory) and the PyTorch module its weights load into;
+a new family is a module and one line here. ``python -m tessera_convert --families`` prints the
+table as JSON: lib/hub/families.ts (what ``tessera pull`` takes) is checked against it by
+test/hub/families.test.ts.
+
+The dense block-causal families (pipeline ``dense``: read_checkpoint below, one model.onnx of
+contract v2):
 
 SDAR (``model_type: "sdar"``): Qwen3 layers; no block size and no mask id in config.json (the
 block size is the caller's, the mask token is found by name among the added tokens); stop on
@@ -11,10 +20,14 @@ Qwen3 / Qwen2 (``model_type: "qwen3"`` / ``"qwen2"``, Qwen2.5 included): plain a
 checkpoints, served as the block-causal contract's degenerate case: block size 1 with the logits
 shift, so every token is the greedy (or sampled) guess of the row before it. They have no mask
 token; ``mask_token_id`` is the pad token, a placeholder the engine never feeds to a row it reads.
+
+DiffusionGemma (``model_type: "diffusion_gemma"``, pipeline ``diffusion_gemma``): transformers'
+own module, exported as contract v3's two graphs (diffusion_gemma.py).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -27,31 +40,68 @@ SDAR = "sdar"
 FAST_DLLM = "fast_dllm_v2"
 QWEN3 = "qwen3"
 QWEN2 = "qwen2"
+DIFFUSION_GEMMA = "diffusion_gemma"
+# The pipelines: a module of this package with convert(ckpt_dir, out_dir, family, *, block_size,
+# weights, external, force, progress, experts) -> the report __main__ prints.
+DENSE = "dense"
+# The PyTorch modules, "module:Class" (imported when used: reading a checkpoint needs no torch).
+QWEN_MODULE = "tessera_convert.qwen:QwenContractLM"
+GEMMA_MODULE = "transformers:DiffusionGemmaForBlockDiffusion"
 
 
 @dataclass
 class Family:
-    name: str
+    name: str  # the converted model's model_type / family
     label: str
-    mask_names: List[str]
-    logits_shift: int
-    qk_norm: bool
-    qkv_bias: bool
-    default_threshold: float
-    default_policy: str
+    model_type: str  # config.json's spelling, for messages
+    pipeline: str  # the module that converts it (DENSE or a module of its own)
+    module: str  # the PyTorch module its weights load into
+    # The dense families' settings (read_checkpoint, model_dir.config_json):
+    mask_names: List[str] = field(default_factory=list)
+    logits_shift: int = 0
+    qk_norm: bool = False
+    qkv_bias: bool = False
+    default_threshold: float = 0.9
+    default_policy: str = "threshold"
     sub_block_size: Optional[int] = None
     # Block size 1 and no mask token: a plain causal language model.
     autoregressive: bool = False
 
+    def convert_function(self):
+        """The pipeline's convert()."""
+        return importlib.import_module(f"{__package__}.{self.pipeline}").convert
 
+    def module_class(self):
+        """The PyTorch module's class (imports torch, and transformers for DiffusionGemma)."""
+        module, name = self.module.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+# Keyed by model_type lower-cased: config.json's spelling varies ("Fast_dLLM_Qwen").
 FAMILIES: Dict[str, Family] = {
-    "sdar": Family(SDAR, "SDAR (Qwen3 layers)", ["<|MASK|>", "<MASK>"], 0, True, False, 0.9, "threshold"),
-    "fast_dllm_qwen": Family(FAST_DLLM, "Fast-dLLM v2 (Qwen2 layers)", ["|<MASK>|"], 1, False, True, 0.9, "subblocks", 8),
-    "qwen3": Family(QWEN3, "Qwen3 (autoregressive)", [], 1, True, False, 0.9, "threshold", autoregressive=True),
-    "qwen2": Family(QWEN2, "Qwen2 / Qwen2.5 (autoregressive)", [], 1, False, True, 0.9, "threshold", autoregressive=True),
+    "sdar": Family(SDAR, "SDAR (Qwen3 layers)", "sdar", DENSE, QWEN_MODULE, ["<|MASK|>", "<MASK>"], 0, True, False, 0.9, "threshold"),
+    "fast_dllm_qwen": Family(FAST_DLLM, "Fast-dLLM v2 (Qwen2 layers)", "Fast_dLLM_Qwen", DENSE, QWEN_MODULE, ["|<MASK>|"], 1, False, True, 0.9, "subblocks", 8),
+    "qwen3": Family(QWEN3, "Qwen3 (autoregressive)", "qwen3", DENSE, QWEN_MODULE, [], 1, True, False, 0.9, "threshold", autoregressive=True),
+    "qwen2": Family(QWEN2, "Qwen2 / Qwen2.5 (autoregressive)", "qwen2", DENSE, QWEN_MODULE, [], 1, False, True, 0.9, "threshold", autoregressive=True),
+    "diffusion_gemma": Family(DIFFUSION_GEMMA, "DiffusionGemma", "diffusion_gemma", DIFFUSION_GEMMA, GEMMA_MODULE),
 }
-# config.json's spelling of each family's model_type, for messages.
-MODEL_TYPES = {"sdar": "sdar", "fast_dllm_qwen": "Fast_dLLM_Qwen", "qwen3": "qwen3", "qwen2": "qwen2"}
+
+
+def families_json() -> List[dict]:
+    """The table for readers outside Python (``--families``): lib/hub/families.ts refuses another
+    model_type before a pull downloads weights. ``label`` is the family's name without its layers note."""
+    return [{"key": key, "model_type": f.model_type, "family": f.name, "label": f.label.split(" (")[0], "pipeline": f.pipeline}
+            for key, f in FAMILIES.items()]
+
+
+def family_of(cfg: dict, cfg_path: str) -> Family:
+    """config.json's family, or the error naming the ones this converter knows."""
+    model_type = cfg.get("model_type")
+    family = FAMILIES.get(model_type.lower()) if isinstance(model_type, str) else None
+    if family is None:
+        known = ", ".join(f'"{f.model_type}"' for f in FAMILIES.values())
+        raise ConvertError(f"{cfg_path}: \"model_type\" {model_type!r} is not a family this converter knows ({known})")
+    return family
 
 
 @dataclass
@@ -105,11 +155,9 @@ def _ids(value) -> List[int]:
 def read_checkpoint(ckpt: str, block_size: Optional[int]) -> Checkpoint:
     cfg_path = os.path.join(ckpt, "config.json")
     cfg = read_json(cfg_path)
-    model_type = cfg.get("model_type")
-    family = FAMILIES.get(str(model_type).lower()) if isinstance(model_type, str) else None
-    if family is None:
-        known = ", ".join(f'"{k}"' for k in MODEL_TYPES.values())
-        raise ConvertError(f"{cfg_path}: \"model_type\" {model_type!r} is not a family this converter knows ({known})")
+    family = family_of(cfg, cfg_path)
+    if family.pipeline != DENSE:
+        raise ConvertError(f"{cfg_path}: {family.label} is not a dense block-causal family (its pipeline is {family.pipeline}.py)")
     notes: List[str] = []
 
     hidden = _int(cfg, "hidden_size", cfg_path)

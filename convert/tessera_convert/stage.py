@@ -24,21 +24,21 @@ def progress(message: str) -> None:
     print(f"[convert {time.strftime('%H:%M:%S')}]{memory_gb()} {message}", file=sys.stderr, flush=True)
 
 
-def load_contract_model(ckpt_dir: str, arch, on_progress=None):
-    """The checkpoint's module with its weights, built on the meta device first so that no
-    random weights are ever allocated (a 1.7B model would need them twice)."""
+def load_contract_model(ck, on_progress=None):
+    """The checkpoint's module (its family's, families.FAMILIES) with its weights, built on the
+    meta device first so that no random weights are ever allocated (a 1.7B model would need them twice)."""
     import torch
 
     from .checkpoint import load_state_dict, weight_files
-    from .qwen import QwenContractLM
 
+    arch = ck.arch
     with torch.device("meta"):
-        model = QwenContractLM(arch)
+        model = ck.family.module_class()(arch)
     model = model.to_empty(device="cpu")
     model.inv_freq = 1.0 / (arch.rope_theta ** (torch.arange(0, arch.head_dim, 2, dtype=torch.float32) / arch.head_dim))
     if arch.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
-    load_state_dict(model, weight_files(ckpt_dir), on_progress or (lambda _m: None))
+    load_state_dict(model, weight_files(ck.dir), on_progress or (lambda _m: None))
     return model
 
 
@@ -58,7 +58,7 @@ def torch_stage(ckpt_dir: str, block_size, fp32_path: str, external: bool, work:
         ck = read_checkpoint(ckpt_dir, block_size)
         torch.manual_seed(0)
         t0 = time.time()
-        model = load_contract_model(ckpt_dir, ck.arch, progress)
+        model = load_contract_model(ck, progress)
         params = sum(p.numel() for p in model.parameters())
         progress(f"loaded {params / 1e6:.1f} M parameters in {time.time() - t0:.1f} s; reference outputs for the check")
         with open(os.path.join(work, "reference.pkl"), "wb") as f:
