@@ -1,7 +1,8 @@
 // Which repositories a pull takes, read from config.json before any weight byte is fetched.
-// The converter's families (convert/tessera_convert/families.py FAMILIES, and DiffusionGemma),
-// keyed by model_type lower-cased as the converter looks them up; test/hub/families.test.ts
-// checks this table against the Python one.
+// The converter's families: convert/tessera_convert/families.py FAMILIES is the table of record;
+// CONVERTIBLE is its copy as `python -m tessera_convert --families` prints it (key, model_type,
+// family, label), keyed by model_type lower-cased as the converter looks them up.
+// test/hub/families.test.ts fails when the two differ.
 
 export interface HubFamily {
   /** config.json's spelling, for messages. */
@@ -14,6 +15,8 @@ export interface HubFamily {
 export const CONVERTIBLE: Readonly<Record<string, HubFamily>> = {
   sdar: { modelType: "sdar", family: "sdar", label: "SDAR" },
   fast_dllm_qwen: { modelType: "Fast_dLLM_Qwen", family: "fast_dllm_v2", label: "Fast-dLLM v2" },
+  qwen3: { modelType: "qwen3", family: "qwen3", label: "Qwen3" },
+  qwen2: { modelType: "qwen2", family: "qwen2", label: "Qwen2 / Qwen2.5" },
   diffusion_gemma: { modelType: "diffusion_gemma", family: "diffusion_gemma", label: "DiffusionGemma" },
 };
 

@@ -184,7 +184,7 @@ describe("pulling a revision into the Hugging Face cache", () => {
 
   it("refuses a family the converter does not take from config.json alone: zero weight requests", async () => {
     await expect(pull("org/llama-tiny").done).rejects.toThrow(
-      /org\/llama-tiny: model_type "llama" is not a family Tessera converts \(it takes "sdar" \(SDAR\), "Fast_dLLM_Qwen" \(Fast-dLLM v2\), "diffusion_gemma" \(DiffusionGemma\), or a Tessera model directory\)/,
+      /org\/llama-tiny: model_type "llama" is not a family Tessera converts \(it takes "sdar" \(SDAR\), "Fast_dLLM_Qwen" \(Fast-dLLM v2\), "qwen3" \(Qwen3\), "qwen2" \(Qwen2 \/ Qwen2\.5\), "diffusion_gemma" \(DiffusionGemma\), or a Tessera model directory\)/,
     );
     expect(hub.requests({ host: "cdn" })).toEqual([]);
     expect(hub.downloads().map((r) => r.path)).toEqual([expect.stringMatching(/\/resolve\/[0-9a-f]{40}\/config\.json$/)]);
