@@ -130,7 +130,7 @@ async function runSide(side: string) {
             forwardPasses: number;
             promptTokens: number;
             decoding?: string;
-            grammar?: { loopGuard?: number; budget?: number; ms?: number; steps?: number };
+            grammar?: { loopGuard?: number; budget?: number; ms?: number; steps?: number; tokens?: number; forced?: number };
           },
       );
     const tokens = lines.reduce((s, r) => s + r.completionTokens, 0);
@@ -142,7 +142,9 @@ async function runSide(side: string) {
     const guarded = lines.reduce((s, r) => s + (r.grammar?.loopGuard ?? 0) + (r.grammar?.budget ?? 0), 0);
     const grammarMs = lines.reduce((s, r) => s + (r.grammar?.ms ?? 0), 0);
     const grammarSteps = lines.reduce((s, r) => s + (r.grammar?.steps ?? 0), 0);
-    return { side, outcomes, wall, tokens, forwards, guarded, grammarMs, grammarSteps };
+    const grammarTokens = lines.reduce((s, r) => s + (r.grammar?.tokens ?? 0), 0);
+    const forced = lines.reduce((s, r) => s + (r.grammar?.forced ?? 0), 0);
+    return { side, outcomes, wall, tokens, forwards, guarded, grammarMs, grammarSteps, grammarTokens, forced };
   } finally {
     await server.stop();
   }
@@ -159,15 +161,15 @@ for (const side of sides) {
 }
 console.log(`\nmodel: ${modelName}; ${cases.length} prompt × schema pairs, default max_tokens, ${concurrency} at a time\n`);
 console.log(
-  "| side | finish (stop / tool_calls) and validate | reach `length` | mean completion tokens | tokens / forward | forwards / reply | ms / reply | guard interventions (loop + budget) | grammar ms / step |",
+  "| side | finish (stop / tool_calls) and validate | reach `length` | mean completion tokens | tokens / forward | forwards / reply | ms / reply | guard interventions (loop + budget) | grammar ms / step | forced share |",
 );
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 for (const r of results) {
   const n = r.outcomes.length;
   const ok = r.outcomes.filter((o) => o.valid).length;
   const length = r.outcomes.filter((o) => o.finish === "length").length;
   const ms = r.outcomes.reduce((s, o) => s + o.ms, 0) / n;
   console.log(
-    `| ${r.side} | ${r.side === "free" ? "—" : `${ok}/${n} (${((100 * ok) / n).toFixed(0)}%)`} | ${length} | ${(r.tokens / n).toFixed(0)} | ${(r.tokens / r.forwards).toFixed(2)} | ${(r.forwards / n).toFixed(1)} | ${ms.toFixed(0)} | ${r.guarded} | ${r.grammarSteps > 0 ? (r.grammarMs / r.grammarSteps).toFixed(2) : "—"} |`,
+    `| ${r.side} | ${r.side === "free" ? "—" : `${ok}/${n} (${((100 * ok) / n).toFixed(0)}%)`} | ${length} | ${(r.tokens / n).toFixed(0)} | ${(r.tokens / r.forwards).toFixed(2)} | ${(r.forwards / n).toFixed(1)} | ${ms.toFixed(0)} | ${r.guarded} | ${r.grammarSteps > 0 ? (r.grammarMs / r.grammarSteps).toFixed(2) : "—"} | ${r.grammarTokens > 0 ? `${((100 * r.forced) / r.grammarTokens).toFixed(0)}%` : "—"} |`,
   );
 }

@@ -40,6 +40,8 @@ export class CanvasFrontier {
   committed: number[] = [];
   /** The grammar's end was committed, or it allowed nothing more (a dead end): the reply ends. */
   ended = false;
+  /** Forced text may wait at the frontier: a canvas's start, or a step whose commits filled its window. */
+  private jumpDue = true;
 
   constructor(
     grammar: SequenceGrammar,
@@ -61,7 +63,8 @@ export class CanvasFrontier {
 
   /** Before a forward: forced text at the frontier (a key, `{"`, the rest of a key the last step's window cut), committed without a forward. */
   async jumpForward(room: number): Promise<void> {
-    if (this.done(room)) return;
+    if (!this.jumpDue || this.done(room)) return;
+    this.jumpDue = false;
     const f = this.committed.length;
     this.take(await this.span.jumpForward(Array.from({ length: room }, (_, i) => i >= f)));
   }
@@ -69,8 +72,10 @@ export class CanvasFrontier {
   /** The frontier rule over one step's raw logits `[canvas, vocab]` of this row. */
   async step(logits: Float32Array, room: number): Promise<void> {
     if (this.done(room)) return;
+    const window = this.masked(room).length;
     await this.span.step(logits, 0, this.masked(room));
     this.take(this.span.take() ?? []);
+    this.jumpDue = this.committed.length >= window;
     if (this.span.report.deadEnd) this.ended = true;
   }
 
@@ -105,6 +110,7 @@ export class CanvasFrontier {
   /** The next canvas starts from its first position, the grammar where this one left it. */
   nextCanvasStarts(): void {
     this.committed = [];
+    this.jumpDue = true;
   }
 
   dispose(): void {
