@@ -1,5 +1,5 @@
 """The tensor names and dynamic axes of the ONNX model contract (docs/model-contract.md), for
-every exporter of a contract model: tessera_convert (export.py) and training/export_onnx.py,
+every exporter of a contract model: tessera_convert (export.py) and training/model/export_onnx.py,
 which puts convert/ on its path to import this module. No torch here: names only."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 // Renders a decision prompt from the model's decision.json templates, exactly as
 // docs/model-contract.md says. The decision service, the training-data scripts
-// (training/prepare-data.mjs, run under tsx) and training/check-bundle.mjs all call this module,
+// (training/pipeline/prepare-data.mjs, run under tsx) and training/pipeline/check-bundle.mjs all call this module,
 // so what a model is trained on and what it is asked agree byte for byte; each type's variables
 // and labels are its module's (registry.ts). It works on plain JSON values (the API's shapes),
 // not on proto types.

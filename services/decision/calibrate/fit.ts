@@ -1,6 +1,6 @@
 // Temperature scaling of one question type: the labelled readouts' negative log-likelihood,
 // expected calibration error and accuracy under softmax(logits / T), and the T that minimises
-// the NLL (as training/calibrate.py fits the bundled model's, and training/evaluate.py scores it).
+// the NLL (as training/pipeline/calibrate.py fits the bundled model's, and training/pipeline/evaluate.py scores it).
 import { argmax, softmax } from "../../../lib/decision-types/probabilities.js";
 
 /** One labelled question: the logits of its labels (as Score returns them) and the index of the correct one. */
@@ -9,7 +9,7 @@ export interface LabelledReadout {
   target: number;
 }
 
-/** The searched range of T, as training/calibrate.py's. */
+/** The searched range of T, as training/pipeline/calibrate.py's. */
 export const MIN_TEMPERATURE = 0.05;
 export const MAX_TEMPERATURE = 20;
 const ECE_BINS = 15;
@@ -47,7 +47,7 @@ export function accuracy(readouts: readonly LabelledReadout[]): number {
 
 /**
  * Expected calibration error over 15 equal-width bins of the top label's probability: the
- * first bin [0, 1/15], the others (lo, hi], as training/evaluate.py bins them.
+ * first bin [0, 1/15], the others (lo, hi], as training/pipeline/evaluate.py bins them.
  */
 export function expectedCalibrationError(readouts: readonly LabelledReadout[], temperature: number): number {
   const bins = Array.from({ length: ECE_BINS }, () => ({ n: 0, confidence: 0, correct: 0 }));

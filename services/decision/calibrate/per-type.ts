@@ -27,7 +27,7 @@ export interface TypeCalibration {
   accuracy: number | undefined;
 }
 
-/** Written temperatures keep 4 decimals (as training/calibrate.py's); the report measures those. */
+/** Written temperatures keep 4 decimals (as training/pipeline/calibrate.py's); the report measures those. */
 function rounded(t: number): number {
   return Math.round(t * 1e4) / 1e4;
 }

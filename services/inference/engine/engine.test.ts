@@ -1,6 +1,6 @@
 // The decoder on the real ONNX tiny model: the KV cache is exact (same tokens as recomputing
 // every forward from position 0), prompts around block boundaries, the threshold extremes,
-// and agreement with the Python reference decode written by training/make_test_model.py.
+// and agreement with the Python reference decode written by training/model/make_test_model.py.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StopMatcher } from "../decoder/reply-text.js";
 import type { Finished } from "../decoder/sequence.js";
@@ -156,7 +156,7 @@ describe("threshold", () => {
 });
 
 describe("agreement with the Python reference decode", () => {
-  // training/make_test_model.py decodes these prompts in PyTorch (no KV cache) and records
+  // training/model/make_test_model.py decodes these prompts in PyTorch (no KV cache) and records
   // where <|im_end|> falls (test/fixtures/tiny-model/README.md); null: not within 192 tokens.
   const PYTHON: Record<string, number | null> = {
     "Hello, who are you?": 97,

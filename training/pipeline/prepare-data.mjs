@@ -3,7 +3,7 @@
 // npm packages (WordNet 3.1, SpamAssassin, sentiment's labelled fixtures), rendered with the
 // exact chat template and decision templates the service uses.
 //
-//   npm install --prefix training && node --import tsx training/prepare-data.mjs [--out training/data]
+//   npm install --prefix training && node --import tsx training/pipeline/prepare-data.mjs [--out training/data]
 //
 // Decision prompts come from lib/decision-types/render.ts, the service's renderer (hence tsx).
 //
@@ -16,18 +16,18 @@ import { createWriteStream, mkdirSync, readFileSync, writeFileSync } from "node:
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isHeldOutWord } from "./data-src/heldout.mjs";
-import { createRng, inSplit } from "./data-src/rng.mjs";
-import { DECISION_RENDERER, decisionRecord } from "./data-src/decision-record.mjs";
-import { HELD_OUT_FOLDERS, TRAIN_FOLDERS, emailObject, emailText, loadEmails } from "./data-src/spam.mjs";
-import { LEX_DESCRIPTIONS, POS_NAMES, antonymsOf, hypernymChain, hypernymClosure, loadLemmas, loadWordNet } from "./data-src/wordnet.mjs";
-import * as D from "./data-src/decision-tasks.mjs";
-import * as C from "./data-src/chat-tasks.mjs";
+import { isHeldOutWord } from "../data-src/heldout.mjs";
+import { createRng, inSplit } from "../data-src/rng.mjs";
+import { DECISION_RENDERER, decisionRecord } from "../data-src/decision-record.mjs";
+import { HELD_OUT_FOLDERS, TRAIN_FOLDERS, emailObject, emailText, loadEmails } from "../data-src/spam.mjs";
+import { LEX_DESCRIPTIONS, POS_NAMES, antonymsOf, hypernymChain, hypernymClosure, loadLemmas, loadWordNet } from "../data-src/wordnet.mjs";
+import * as D from "../data-src/decision-tasks.mjs";
+import * as C from "../data-src/chat-tasks.mjs";
 
-const HERE = dirname(fileURLToPath(import.meta.url));
+const TRAINING = dirname(dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
-const OUT = resolve(args.includes("--out") ? args[args.indexOf("--out") + 1] : join(HERE, "data"));
+const OUT = resolve(args.includes("--out") ? args[args.indexOf("--out") + 1] : join(TRAINING, "data"));
 const rng = createRng(20251122);
 
 const files = {};
@@ -319,7 +319,7 @@ for (const [word, score] of Object.entries(afinn)) {
 
 await Promise.all(Object.values(files).map((f) => new Promise((r) => f.end(r))));
 
-const pkg = (name) => JSON.parse(readFileSync(join(HERE, "node_modules", name, "package.json"), "utf8"));
+const pkg = (name) => JSON.parse(readFileSync(join(TRAINING, "node_modules", name, "package.json"), "utf8"));
 const stats = {
   renderer: DECISION_RENDERER,
   sources: {

@@ -1,6 +1,6 @@
 """Build the deterministic tiny test model: test/fixtures/tiny-model/.
 
-    /usr/bin/python3 training/make_test_model.py [out-dir]
+    /usr/bin/python3 training/model/make_test_model.py [out-dir]
 
 Random weights from a fixed seed, a byte-level BPE tokenizer with merges learned from a
 fixed built-in text, the contract's special tokens, the chat template and decision
@@ -25,7 +25,8 @@ from bpe_tokenizer import ByteBPE, special_token_ids, tokenizer_config_json, tok
 from export_onnx import check, export, reference_outputs  # noqa: E402
 from model import BlockDiffusionLM, ModelConfig, additive_mask, block_causal_allowed  # noqa: E402
 
-ROOT = os.path.dirname(HERE)
+TRAINING = os.path.dirname(HERE)
+ROOT = os.path.dirname(TRAINING)
 DEFAULT_OUT = os.path.join(ROOT, "test", "fixtures", "tiny-model")
 SEED = 20240607
 NUM_MERGES = 320
@@ -56,9 +57,9 @@ system user assistant tool
 
 def corpus() -> list:
     texts = [MERGE_CORPUS]
-    with open(os.path.join(HERE, "templates", "chat_template.jinja"), encoding="utf-8") as f:
+    with open(os.path.join(TRAINING, "templates", "chat_template.jinja"), encoding="utf-8") as f:
         texts.append(f.read())
-    with open(os.path.join(HERE, "templates", "decision.json"), encoding="utf-8") as f:
+    with open(os.path.join(TRAINING, "templates", "decision.json"), encoding="utf-8") as f:
         texts.append(json.dumps(json.load(f)["question_templates"], ensure_ascii=False))
     return texts
 
@@ -153,7 +154,7 @@ def readme(cfg: ModelConfig, num_merges: int, ids: dict, params: int, decoded: l
     ended = sorted(a for a in eos_at if a is not None)
     return f"""# tiny-model: the deterministic test model
 
-Written by `training/make_test_model.py`; do not edit by hand.
+Written by `training/model/make_test_model.py`; do not edit by hand.
 
 A random-weight model that follows [docs/model-contract.md](../../../docs/model-contract.md),
 for fast tests of the engine, the decision service and the gateway. It knows no language:
@@ -163,7 +164,7 @@ Regenerate (byte-identical files with the same torch version; checked with Debia
 1.13; torch 2.11 gives the same weights and logits within 5e-5 but other ONNX bytes):
 
 ```
-/usr/bin/python3 training/make_test_model.py
+/usr/bin/python3 training/model/make_test_model.py
 ```
 
 | | |
@@ -181,7 +182,7 @@ tokens, `chat_template` = `training/templates/chat_template.jinja`), `model.onnx
 `decision.json` (copy of `training/templates/decision.json`), and `reference.json`:
 Python encodings of sample texts and PyTorch logits for one fixed 100-token input, which
 `test/model/tiny-model.test.ts` compares against ONNX Runtime and `@huggingface/tokenizers`
-(`node training/check_onnx.mjs test/fixtures/tiny-model test/fixtures/tiny-model/reference.json`
+(`node training/model/check_onnx.mjs test/fixtures/tiny-model test/fixtures/tiny-model/reference.json`
 runs the model-side checks on their own). One B=1, S=64 forward takes about 1.5 ms on CPU.
 
 Things an engine must do with any model, and sees quickly with this one:
@@ -208,7 +209,7 @@ def main() -> None:
     tok = tokenizer_json(merges)
     ids = special_token_ids(merges)
     vocab_size = 256 + len(merges) + len(ids)
-    with open(os.path.join(HERE, "templates", "chat_template.jinja"), encoding="utf-8") as f:
+    with open(os.path.join(TRAINING, "templates", "chat_template.jinja"), encoding="utf-8") as f:
         chat_template = f.read()
     cfg = build_config(vocab_size, ids)
     tok_cfg = tokenizer_config_json(merges, chat_template, cfg.max_position_embeddings)
@@ -221,7 +222,7 @@ def main() -> None:
     write_json("tokenizer.json", tok)
     write_json("tokenizer_config.json", tok_cfg)
     cfg.save(os.path.join(out, "config.json"))
-    shutil.copyfile(os.path.join(HERE, "templates", "decision.json"), os.path.join(out, "decision.json"))
+    shutil.copyfile(os.path.join(TRAINING, "templates", "decision.json"), os.path.join(out, "decision.json"))
 
     model = BlockDiffusionLM(cfg).eval()
     with torch.no_grad():
@@ -232,7 +233,7 @@ def main() -> None:
     bpe = ByteBPE(tok)
     decoded = reference_decode(model, bpe)
     ref = {
-        "generated_by": "training/make_test_model.py",
+        "generated_by": "training/model/make_test_model.py",
         "torch_version": torch.__version__,
         "tokenizer": [{"text": t, "ids": bpe.encode(t)} for t in TOKENIZER_SAMPLES],
         "forward": reference_outputs(model, reference_ids(bpe)),

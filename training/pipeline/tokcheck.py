@@ -1,8 +1,8 @@
 """Checks the trained tokenizer: the Rust library and ``bpe_tokenizer.ByteBPE`` (which mirrors
 the Node loader @huggingface/tokenizers) must give the same ids; writes samples (text + ids)
-for the Node-side check (training/tokcheck.mjs).
+for the Node-side check (training/pipeline/tokcheck.mjs).
 
-    python3 training/tokcheck.py <tokenizer.json> <data-dir> <samples-out.json> [n]
+    python3 training/pipeline/tokcheck.py <tokenizer.json> <data-dir> <samples-out.json> [n]
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE, os.path.join(TRAINING, "model")]
 from bpe_tokenizer import SPECIAL_TOKENS, ByteBPE  # noqa: E402
 from dataset import read_jsonl  # noqa: E402
 from tok import Tok  # noqa: E402

@@ -14,7 +14,8 @@ import sys
 from typing import Iterable, List, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE, os.path.join(TRAINING, "model")]
 from bpe_tokenizer import PRETOKENIZE_PATTERN, SPECIAL_TOKENS, ByteBPE, tokenizer_config_json, tokenizer_json, train_merges  # noqa: E402
 
 try:

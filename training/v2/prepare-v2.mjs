@@ -5,7 +5,7 @@
 // open option vocabularies, long (up to ~4,000-token) decisions, and the held-out evaluation
 // sets of the model card's targets, written here, before any training.
 //
-//   node --import tsx training/prepare-v2.mjs [--out training/data] [--small]     (--small: smoke-test sizes)
+//   node --import tsx training/v2/prepare-v2.mjs [--out training/data] [--small]     (--small: smoke-test sizes)
 //
 // Output: train_v2.jsonl, val_v2.jsonl, raw_pool.jsonl ({k:"raw", task, text}),
 // eval_v2_{spam,yelp}.jsonl (decision records), eval_v2_{copy,raw,struct,decode}.jsonl
@@ -14,22 +14,22 @@ import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync }
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import * as CT from "./data-src/copy-tasks.mjs";
-import { DECISION_RENDERER, decisionRecord } from "./data-src/decision-record.mjs";
-import * as DP from "./data-src/decision-phrasings.mjs";
-import { SENT_NAMES as OLD_SENT_NAMES, SPAM_OPTION_NAMES as OLD_SPAM_NAMES } from "./data-src/decision-tasks.mjs";
-import * as P from "./data-src/phrasings.mjs";
-import * as F from "./data-src/finish-tasks.mjs";
-import { isHeldOutName, isHeldOutWord } from "./data-src/heldout.mjs";
-import { renderChat } from "./data-src/render.mjs";
-import { createRng, inSplit } from "./data-src/rng.mjs";
-import { HELD_OUT_FOLDERS, TRAIN_FOLDERS, emailText, loadEmails } from "./data-src/spam.mjs";
-import { antonymsOf, loadLemmas, loadWordNet } from "./data-src/wordnet.mjs";
+import * as CT from "../data-src/copy-tasks.mjs";
+import { DECISION_RENDERER, decisionRecord } from "../data-src/decision-record.mjs";
+import * as DP from "../data-src/decision-phrasings.mjs";
+import { SENT_NAMES as OLD_SENT_NAMES, SPAM_OPTION_NAMES as OLD_SPAM_NAMES } from "../data-src/decision-tasks.mjs";
+import * as P from "../data-src/phrasings.mjs";
+import * as F from "../data-src/finish-tasks.mjs";
+import { isHeldOutName, isHeldOutWord } from "../data-src/heldout.mjs";
+import { renderChat } from "../data-src/render.mjs";
+import { createRng, inSplit } from "../data-src/rng.mjs";
+import { HELD_OUT_FOLDERS, TRAIN_FOLDERS, emailText, loadEmails } from "../data-src/spam.mjs";
+import { antonymsOf, loadLemmas, loadWordNet } from "../data-src/wordnet.mjs";
 
-const HERE = dirname(fileURLToPath(import.meta.url));
+const TRAINING = dirname(dirname(fileURLToPath(import.meta.url)));
 const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
-const OUT = resolve(args.includes("--out") ? args[args.indexOf("--out") + 1] : join(HERE, "data"));
+const OUT = resolve(args.includes("--out") ? args[args.indexOf("--out") + 1] : join(TRAINING, "data"));
 const SMALL = args.includes("--small");
 // --eval-only: rewrite the held-out sets alone (their generator, erng, is independent of the training data's)
 const EVAL_ONLY = args.includes("--eval-only");

@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE, os.path.join(TRAINING, "model")]
 from model import BlockDiffusionLM, ModelConfig, block_causal_allowed, rotary_cos_sin  # noqa: E402
 
 

@@ -3,12 +3,12 @@
 # bundled weights, 4,096 positions, the v2 mixture), self-distil on the model's own decodes,
 # export to the contract, calibrate, evaluate against the targets on the held-out v2 sets,
 # and leave the model and the reports under $OUT. No Node there: the data is prepared here
-# (training/prepare-data.mjs + prepare-v2.mjs) and travels xz-compressed in training/carry/.
+# (training/pipeline/prepare-data.mjs + prepare-v2.mjs) and travels xz-compressed in training/carry/.
 #
-#   bash training/pack-v2.sh                     # here: data -> training/carry/ (+ held-out hashes)
-#   device run, carry ["training/carry"]:  OUT=$OUT bash training/device-v2.sh
-#   bash training/unpack-v2.sh <files_at> <dir>  # here: the model directory back together
-#   SMOKE=1 OUT=/tmp/smoke-v2 bash training/device-v2.sh   # CPU smoke test: same steps, toy sizes
+#   bash training/v2/pack-v2.sh                     # here: data -> training/carry/ (+ held-out hashes)
+#   device run, carry ["training/carry"]:  OUT=$OUT bash training/v2/device-v2.sh
+#   bash training/v2/unpack-v2.sh <files_at> <dir>  # here: the model directory back together
+#   SMOKE=1 OUT=/tmp/smoke-v2 bash training/v2/device-v2.sh   # CPU smoke test: same steps, toy sizes
 #
 # INIT: the warm start's model directory (default the bundled one; its ONNX weights must read
 # back exactly, fp32 or fp16: onnx_weights.py refuses anything else, e.g. int8).
@@ -17,7 +17,7 @@
 # step runs under `timeout`, and export + evaluation run whatever happened before them (the
 # last checkpoint is saved every minute), so the call ends with a model and a report.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
 OUT=${OUT:-/tmp/device-v2-out}
@@ -60,7 +60,7 @@ fi
 
 phase "train (until ${TRAIN_END}s)"
 W=$(until_s "$TRAIN_END")
-timeout $((W + 60)) $PY training/train.py --data "$DATA" --out "$WORK" --preset "$PRESET" --init-onnx "$INIT" \
+timeout $((W + 60)) $PY training/pipeline/train.py --data "$DATA" --out "$WORK" --preset "$PRESET" --init-onnx "$INIT" \
   --train-minutes "$(awk "BEGIN{print ($W - 50) / 60}")" --wall-minutes "$(awk "BEGIN{print $W / 60}")" $TRAIN_EXTRA
 FINAL="$WORK/ckpt.pt"
 
@@ -69,12 +69,12 @@ mkdir -p "$WORK/distill"
 rm -rf "$WORK/distill/tokenizer" && cp -r "$WORK/tokenizer" "$WORK/distill/"
 for f in val.jsonl val_v2.jsonl; do for x in "$f" "$f.xz"; do [ -f "$DATA/$x" ] && ln -sf "$(realpath "$DATA/$x")" "$WORK/distill/$x"; done; done
 W=$(until_s "$DISTILL_GEN_END")
-[ -f "$FINAL" ] && timeout $((W + 30)) $PY training/distill.py --ckpt "$FINAL" --tokenizer "$WORK/tokenizer/tokenizer.json" --data "$DATA" \
+[ -f "$FINAL" ] && timeout $((W + 30)) $PY training/v2/distill.py --ckpt "$FINAL" --tokenizer "$WORK/tokenizer/tokenizer.json" --data "$DATA" \
   --out "$WORK/distill/distill.jsonl" --seconds "$W" $DISTILL_EXTRA
 phase "self-distillation: fine-tune (until ${DISTILL_END}s)"
 W=$(until_s "$DISTILL_END")
 if [ -s "$WORK/distill/distill.jsonl" ]; then
-  timeout $((W + 30)) $PY training/train.py --data "$WORK/distill" --train-files distill.jsonl --out "$WORK/distill" --preset "$PRESET" \
+  timeout $((W + 30)) $PY training/pipeline/train.py --data "$WORK/distill" --train-files distill.jsonl --out "$WORK/distill" --preset "$PRESET" \
     --init-ckpt "$FINAL" --lr 2e-4 --train-minutes "$(awk "BEGIN{print ($W - 25) / 60}")" --wall-minutes "$(awk "BEGIN{print $W / 60}")" $FT_EXTRA \
     && [ -f "$WORK/distill/ckpt.pt" ] && FINAL="$WORK/distill/ckpt.pt"
 fi
@@ -83,13 +83,13 @@ echo "final checkpoint: $FINAL"
 phase "export + ONNX Runtime check"
 STAGE="$WORK/model"
 rm -rf "$STAGE"
-$PY training/export_bundle.py "$FINAL" "$WORK/tokenizer" "$STAGE" --report "$WORK/export_check.json"
+$PY training/pipeline/export_bundle.py "$FINAL" "$WORK/tokenizer" "$STAGE" --report "$WORK/export_check.json"
 phase "calibrate"
-$PY training/calibrate.py --ckpt "$FINAL" --tokenizer "$STAGE/tokenizer.json" --data "$DATA" --out "$STAGE/decision.json" \
+$PY training/pipeline/calibrate.py --ckpt "$FINAL" --tokenizer "$STAGE/tokenizer.json" --data "$DATA" --out "$STAGE/decision.json" \
   --report "$WORK/calibration.json" --max-len 4096 $CAL_EXTRA
 phase "evaluate on the held-out v2 sets (budget ends at ${BUDGET}s)"
 W=$(until_s "$BUDGET")
-timeout $((W - 20 > 10 ? W - 20 : 10)) $PY training/eval_targets.py --ckpt "$FINAL" --tokenizer "$STAGE/tokenizer.json" \
+timeout $((W - 20 > 10 ? W - 20 : 10)) $PY training/v2/eval_targets.py --ckpt "$FINAL" --tokenizer "$STAGE/tokenizer.json" \
   --decision "$STAGE/decision.json" --data "$DATA" --out "$WORK/eval" $EVAL_EXTRA
 # The decoding default: the policy eval_targets chose on its tune prompts (bench/decode.ts re-checks it in Node).
 $PY - "$WORK/eval/targets.json" "$STAGE/config.json" <<'EOF' || true

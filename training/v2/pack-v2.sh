@@ -3,16 +3,16 @@
 # sets' hashes (training/results/heldout_v2.sha256: written before any training, checked by
 # device-v2.sh), and compresses what the device call carries into training/carry/ (ignored
 # by git; name it in the run's carry). Prints the size of the tree the call will carry.
-#   npm ci --prefix training && bash training/pack-v2.sh [--skip-prepare]
+#   npm ci --prefix training && bash training/v2/pack-v2.sh [--skip-prepare]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 DATA=${DATA:-training/data}
 if [ "${1:-}" != --skip-prepare ]; then
-  node --import tsx training/prepare-data.mjs --out "$DATA"
-  node --import tsx training/prepare-v2.mjs --out "$DATA"
+  node --import tsx training/pipeline/prepare-data.mjs --out "$DATA"
+  node --import tsx training/v2/prepare-v2.mjs --out "$DATA"
 fi
 (cd "$DATA" && sha256sum eval_v2_*.jsonl) > training/results/heldout_v2.sha256
-node training/check-heldout.mjs "$DATA"
+node training/v2/check-heldout.mjs "$DATA"
 mkdir -p training/carry
 for f in train.jsonl train_v2.jsonl raw_pool.jsonl val.jsonl val_v2.jsonl eval_v2_spam.jsonl eval_v2_yelp.jsonl \
   eval_v2_copy.jsonl eval_v2_raw.jsonl eval_v2_struct.jsonl eval_v2_decode.jsonl; do

@@ -1,8 +1,8 @@
 """Exports a training checkpoint to a model directory and checks it.
 
-    python3 training/export_bundle.py <ckpt.pt> <tokenizer-dir> <model-dir> [--int8 <dir>]
+    python3 training/pipeline/export_bundle.py <ckpt.pt> <tokenizer-dir> <model-dir> [--int8 <dir>]
 
-Writes model.onnx (fp32) and config.json (training/export_onnx.py), copies tokenizer.json and
+Writes model.onnx (fp32) and config.json (training/model/export_onnx.py), copies tokenizer.json and
 tokenizer_config.json, then compares ONNX Runtime with PyTorch on random block-causal
 inputs with and without a past (report in <model-dir>/../export_check.json when given
 --report). With --int8, also writes a dynamically quantized (int8 weights) copy.
@@ -19,7 +19,8 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE, os.path.join(TRAINING, "model")]
 from export_onnx import check, export, load_model  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Fits one temperature per question type on the validation split and writes decision.json.
 
-    python3 training/calibrate.py --ckpt training/out/ckpt.pt --tokenizer training/out/tokenizer/tokenizer.json \
+    python3 training/pipeline/calibrate.py --ckpt training/out/ckpt.pt --tokenizer training/out/tokenizer/tokenizer.json \
         --data training/data --out models/tessera-bd-small/decision.json
 
 Per type (noul, choice, score) it minimises the (weighted) negative log-likelihood of the
@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE, os.path.join(TRAINING, "model")]
 from dataset import read_jsonl, tokenize_records  # noqa: E402
 from infer import decision_logits, load_checkpoint  # noqa: E402
 from tok import Tok  # noqa: E402
@@ -59,7 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--data", default=os.path.join(HERE, "data"))
+    ap.add_argument("--data", default=os.path.join(TRAINING, "data"))
     ap.add_argument("--out", required=True, help="decision.json to write")
     ap.add_argument("--report", default=None, help="JSON with the fit per type")
     ap.add_argument("--max-len", type=int, default=1024, help="longest prompt (model v2: 4096)")
@@ -81,7 +82,7 @@ def main() -> None:
     qt_of_task = {r["task"]: r["qt"] for r in recs}
     for ex in examples:
         by_type.setdefault(qt_of_task[ex.task], []).append(ex)
-    with open(os.path.join(HERE, "templates", "decision.json"), encoding="utf-8") as f:
+    with open(os.path.join(TRAINING, "templates", "decision.json"), encoding="utf-8") as f:
         decision = json.load(f)
     report = {}
     for qt, exs in sorted(by_type.items()):

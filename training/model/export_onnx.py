@@ -1,7 +1,7 @@
 """Export a BlockDiffusionLM to the ONNX contract of docs/model-contract.md.
 
 Usage:
-    python3 training/export_onnx.py <checkpoint.pt | random> <out-dir> [--config config.json]
+    python3 training/model/export_onnx.py <checkpoint.pt | random> <out-dir> [--config config.json]
                                     [--opset 17] [--seed 0]
 
 * ``checkpoint.pt`` is ``torch.save({"config": <config dict>, "model": state_dict})``
@@ -28,7 +28,7 @@ from torch import nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # The contract's tensor names, shared with the converter (convert/tessera_convert/contract.py).
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "convert"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "convert"))
 from model import BlockDiffusionLM, ModelConfig, additive_mask, block_causal_allowed  # noqa: E402
 from tessera_convert.contract import dynamic_axes, input_names, output_names  # noqa: E402
 
@@ -135,7 +135,7 @@ def check(model: BlockDiffusionLM, onnx_path: str, atol: float = 1e-4) -> str:
 
 def reference_outputs(model: BlockDiffusionLM, ids: List[int]) -> dict:
     """PyTorch outputs for one block-causal pass over ``ids`` (P = 0), in the JSON shape
-    ``training/check_onnx.mjs`` and ``test/model/tiny-model.test.ts`` compare against."""
+    ``training/model/check_onnx.mjs`` and ``test/model/tiny-model.test.ts`` compare against."""
     cfg = model.config
     s = len(ids)
     pos = torch.arange(s).unsqueeze(0)

@@ -1,6 +1,6 @@
 """Evaluates the bundled model on the held-out sets, reading probabilities as the service does.
 
-    python3 training/evaluate.py --ckpt training/out/ckpt.pt --tokenizer .../tokenizer.json \
+    python3 training/pipeline/evaluate.py --ckpt training/out/ckpt.pt --tokenizer .../tokenizer.json \
         --decision models/tessera-bd-small/decision.json --data training/data --out training/out/eval \
         [--onnx model.onnx --onnx-limit 1000] [--chat-limit 300]
 
@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE, os.path.join(TRAINING, "model")]
 from dataset import read_jsonl, tokenize_records  # noqa: E402
 from infer import decision_logits, generate, load_checkpoint, probabilities  # noqa: E402
 from tok import Tok  # noqa: E402
@@ -119,7 +120,7 @@ def main() -> None:
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--decision", required=True)
-    ap.add_argument("--data", default=os.path.join(HERE, "data"))
+    ap.add_argument("--data", default=os.path.join(TRAINING, "data"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--chat-limit", type=int, default=300)
     ap.add_argument("--decision-limit", type=int, default=None)

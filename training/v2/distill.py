@@ -1,6 +1,6 @@
 """Self-distillation data for parallel decoding (issue 25): the model's own decodes.
 
-    python3 training/distill.py --ckpt out/ckpt.pt --tokenizer out/tokenizer/tokenizer.json --data training/data \
+    python3 training/v2/distill.py --ckpt out/ckpt.pt --tokenizer out/tokenizer/tokenizer.json --data training/data \
         --out training/data/distill.jsonl [--seconds 60] [--prompts 8000] [--replay 0.5]
 
 Decodes training chat prompts (and raw-text prompts) with ``sequential`` (one most-confident
@@ -24,7 +24,8 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE] + [os.path.join(TRAINING, d) for d in ("pipeline", "model")]
 from dataset import raw_continuations, read_jsonl  # noqa: E402
 from decode_batch import decode_batch  # noqa: E402
 from infer import load_checkpoint  # noqa: E402

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The two GPU runs that made the bundled model, as sent to the lent H100 (no Node, no
 # network there). The prepared data travels compressed in training/carry/ (git-ignored).
-#   bash training/device.sh train   # tokenizer + first part of training; bf16 weights back
-#   bash training/device.sh finish  # resume, export, calibrate, evaluate; model back
+#   bash training/v1/device.sh train   # tokenizer + first part of training; bf16 weights back
+#   bash training/v1/device.sh finish  # resume, export, calibrate, evaluate; model back
 # Env: PRESET (small), TRAIN_MINUTES (schedule length), WALL1/WALL2 (minutes per run),
-# OUT (files to bring back). training/run.sh is the same thing in one go.
+# OUT (files to bring back). training/v1/run.sh is the same thing in one go.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 PRESET=${PRESET:-small}
 TRAIN_MINUTES=${TRAIN_MINUTES:-10.5}
@@ -23,9 +23,9 @@ python3 -c "import torch, tokenizers, onnxruntime; print('torch', torch.__versio
 
 case "${1:-}" in
 train)
-  python3 training/train.py --data training/data --out "$WORK" --preset "$PRESET" --train-minutes "$TRAIN_MINUTES" \
+  python3 training/pipeline/train.py --data training/data --out "$WORK" --preset "$PRESET" --train-minutes "$TRAIN_MINUTES" \
     --wall-minutes "$WALL1" --tokenizer-sample 200000 --workers 8 --weights-out "$WORK/weights.bf16.pt" $EXTRA 2>&1 | tee "$OUT/train1.log"
-  python3 training/tokcheck.py "$WORK/tokenizer/tokenizer.json" training/data "$WORK/tok_samples.json" 2>&1 | tee -a "$OUT/train1.log"
+  python3 training/pipeline/tokcheck.py "$WORK/tokenizer/tokenizer.json" training/data "$WORK/tok_samples.json" 2>&1 | tee -a "$OUT/train1.log"
   split -b 15M -d "$WORK/weights.bf16.pt" "$OUT/weights.bf16.pt.part-"
   tar -czf "$OUT/phase1.tar.gz" -C "$WORK" tokenizer loss.csv data_stats.json train_state.json tok_samples.json
   ;;
@@ -39,14 +39,14 @@ finish)
     cat "$CARRY"/weights.bf16.pt.part-* > "$WORK/weights.bf16.pt"
     INIT="--init-weights $WORK/weights.bf16.pt"
   fi
-  python3 training/train.py --data training/data --out "$WORK" --preset "$PRESET" --train-minutes "$TRAIN_MINUTES" \
+  python3 training/pipeline/train.py --data training/data --out "$WORK" --preset "$PRESET" --train-minutes "$TRAIN_MINUTES" \
     --wall-minutes "$WALL2" --resume $INIT --workers 8 $EXTRA 2>&1 | tee "$OUT/train2.log"
   STAGE=/tmp/stage
   rm -rf "$STAGE" /tmp/int8
-  python3 training/export_bundle.py "$WORK/ckpt.pt" "$WORK/tokenizer" "$STAGE" --int8 /tmp/int8 --report "$WORK/export_check.json" 2>&1 | tee "$OUT/finish.log"
-  python3 training/calibrate.py --ckpt "$WORK/ckpt.pt" --tokenizer "$STAGE/tokenizer.json" --data training/data \
+  python3 training/pipeline/export_bundle.py "$WORK/ckpt.pt" "$WORK/tokenizer" "$STAGE" --int8 /tmp/int8 --report "$WORK/export_check.json" 2>&1 | tee "$OUT/finish.log"
+  python3 training/pipeline/calibrate.py --ckpt "$WORK/ckpt.pt" --tokenizer "$STAGE/tokenizer.json" --data training/data \
     --out "$STAGE/decision.json" --report "$WORK/calibration.json" ${CAL_LIMIT:+--limit $CAL_LIMIT} 2>&1 | tee -a "$OUT/finish.log"
-  python3 training/evaluate.py --ckpt "$WORK/ckpt.pt" --tokenizer "$STAGE/tokenizer.json" --decision "$STAGE/decision.json" \
+  python3 training/pipeline/evaluate.py --ckpt "$WORK/ckpt.pt" --tokenizer "$STAGE/tokenizer.json" --decision "$STAGE/decision.json" \
     --data training/data --out "$WORK/eval" $( [ -f /tmp/int8/model.onnx ] && echo --onnx /tmp/int8/model.onnx ) --onnx-limit "${ONNX_LIMIT:-500}" \
     --chat-limit "${CHAT_LIMIT:-150}" ${DECISION_LIMIT:+--decision-limit $DECISION_LIMIT} 2>&1 | tee -a "$OUT/finish.log"
   split -b 15M -d "$STAGE/model.onnx" "$OUT/model.onnx.part-"

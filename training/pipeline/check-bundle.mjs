@@ -2,12 +2,12 @@
 // Loads a model directory the way the engine does (onnxruntime-node, @huggingface/tokenizers,
 // the decision templates) and reads a few decisions at the answer slot: a sanity check of the
 // shipped artifacts in the real runtime, with the forward time on this machine.
-//   node --import tsx training/check-bundle.mjs [models/tessera-bd-small]
+//   node --import tsx training/pipeline/check-bundle.mjs [models/tessera-bd-small]
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import * as ort from "onnxruntime-node";
-import { renderDecisionPrompt } from "../lib/decision-types/render.ts";
+import { renderDecisionPrompt } from "../../lib/decision-types/render.ts";
 
 const dir = process.argv[2] ?? "models/tessera-bd-small";
 const cfg = JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));

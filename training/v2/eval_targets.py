@@ -1,7 +1,7 @@
 """Issue 25's targets on the held-out v2 sets (prepare-v2.mjs), for a model directory or a
 training checkpoint, on a GPU or on this CPU (the "before" figures of the model card).
 
-    python3 training/eval_targets.py --model-dir models/tessera-bd-small --data training/data --out /tmp/eval-before \
+    python3 training/v2/eval_targets.py --model-dir models/tessera-bd-small --data training/data --out /tmp/eval-before \
         [--ckpt ckpt.pt --tokenizer tok.json] [--decision decision.json] [--limit-decisions N] [--limit-gen N]
 
 * decisions: held-out SpamAssassin emails and yelp sentences asked with held-out phrasings;
@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE] + [os.path.join(TRAINING, d) for d in ("pipeline", "model")]
 from dataset import read_jsonl, tokenize_records  # noqa: E402
 from decode_batch import decode_batch, token_f1  # noqa: E402
 from evaluate import decision_metrics  # noqa: E402
@@ -98,7 +99,7 @@ def main() -> None:
     ap.add_argument("--ckpt")
     ap.add_argument("--tokenizer")
     ap.add_argument("--decision", help="decision.json with the temperatures (default: the model dir's)")
-    ap.add_argument("--data", default=os.path.join(HERE, "data"))
+    ap.add_argument("--data", default=os.path.join(TRAINING, "data"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--limit-decisions", type=int, default=None)
     ap.add_argument("--limit-gen", type=int, default=None)

@@ -25,7 +25,8 @@ from typing import List, Optional, Sequence
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE] + [os.path.join(TRAINING, d) for d in ("pipeline", "model")]
 from infer import forward_hidden  # noqa: E402
 
 

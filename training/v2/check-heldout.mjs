@@ -2,13 +2,13 @@
 // Leak check of model v2's held-out decision phrasings and option names: no training or
 // validation decision asks with a held-out instruction or description, or offers an option
 // named from a held-out list (the evaluation sets of prepare-v2.mjs use only those).
-//   node training/check-heldout.mjs [training/data]        (exit 1 on a leak)
+//   node training/v2/check-heldout.mjs [training/data]        (exit 1 on a leak)
 import { createReadStream, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import * as DP from "./data-src/decision-phrasings.mjs";
+import * as DP from "../data-src/decision-phrasings.mjs";
 
-const DIR = process.argv[2] ?? join(import.meta.dirname, "data");
+const DIR = process.argv[2] ?? join(import.meta.dirname, "..", "data");
 const stats = JSON.parse(readFileSync(join(DIR, "stats_v2.json"), "utf8")).held_out;
 const vocab = { pos: { held_out: stats.pos }, neg: { held_out: stats.neg }, codeWords: { held_out: stats.codeWords } };
 const held = DP.heldOutStrings(vocab);

@@ -1,8 +1,8 @@
 """Unit checks of model v2's training pieces (issue 25); seconds on a CPU.
 
-    convert/.venv/bin/python -m unittest training/test_v2.py     (needs onnx + onnxruntime)
+    convert/.venv/bin/python -m unittest training/v2/test_v2.py     (needs onnx + onnxruntime)
 
-The whole pipeline at toy sizes: ``bash training/smoke-v2.sh``.
+The whole pipeline at toy sizes: ``bash training/v2/smoke-v2.sh``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import torch
 
 torch.set_num_threads(1)
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE] + [os.path.join(TRAINING, d) for d in ("pipeline", "model")]
 from dataset import raw_continuations, tokenize_records  # noqa: E402
 from decode_batch import _choose, Row, decode_batch, parse_policy, token_f1  # noqa: E402
 from eval_targets import structured_ok, validates  # noqa: E402
 
-TINY = os.path.join(HERE, "..", "test", "fixtures", "tiny-model")
-BUNDLED = os.path.join(HERE, "..", "models", "tessera-bd-small")
+TINY = os.path.join(TRAINING, "..", "test", "fixtures", "tiny-model")
+BUNDLED = os.path.join(TRAINING, "..", "models", "tessera-bd-small")
 try:
     import onnx  # noqa: F401
     import onnxruntime  # noqa: F401

@@ -1,6 +1,6 @@
 """Trains the bundled block-diffusion model (docs/model-contract.md, docs/architecture.md §4-§6).
 
-    python3 training/train.py --data training/data --out training/out [--preset small|smoke]
+    python3 training/pipeline/train.py --data training/data --out training/out [--preset small|smoke]
                               [--train-minutes 12.5] [--stop-minutes 7] [--resume]
 
 Steps: (1) train the byte-level BPE tokenizer on the training texts (once; kept in
@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE, os.path.join(TRAINING, "model")]
 from dataset import IGNORE, BatchStream, attention_allowed, batches, read_jsonl, tokenize_records  # noqa: E402
 from infer import load_checkpoint  # noqa: E402
 from model import BlockDiffusionLM, ModelConfig, rotary_cos_sin  # noqa: E402
@@ -153,7 +154,7 @@ def load_or_build_data(args, preset, tok_dir: str):
     val_recs = read_split("val", args.limit and max(200, args.limit // 10))
     log(f"read {len(train_recs)} train / {len(val_recs)} val records in {time.time() - t0:.0f}s")
     if not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
-        with open(os.path.join(HERE, "templates", "chat_template.jinja"), encoding="utf-8") as f:
+        with open(os.path.join(TRAINING, "templates", "chat_template.jinja"), encoding="utf-8") as f:
             chat_template = f.read()
         texts = tokenizer_texts(train_recs)
         if args.tokenizer_sample and len(texts) > args.tokenizer_sample:
@@ -217,8 +218,8 @@ def validate(model, val_examples, preset, ids, device, dec_weight, max_batches=1
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=os.path.join(HERE, "data"))
-    ap.add_argument("--out", default=os.path.join(HERE, "out"))
+    ap.add_argument("--data", default=os.path.join(TRAINING, "data"))
+    ap.add_argument("--out", default=os.path.join(TRAINING, "out"))
     ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
     ap.add_argument("--train-minutes", type=float, default=12.5, help="length of the whole LR schedule")
     ap.add_argument("--stop-minutes", type=float, default=None, help="stop this run once this much training time is spent")

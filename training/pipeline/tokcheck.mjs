@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Node-side tokenizer check: @huggingface/tokenizers (what the engine uses) must encode the
 // samples written by tokcheck.py to the same ids as training did.
-//   node training/tokcheck.mjs <model-dir> <samples.json>
+//   node training/pipeline/tokcheck.mjs <model-dir> <samples.json>
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";

@@ -4,10 +4,10 @@ import { readFileSync } from "node:fs";
 import { Tokenizer } from "@huggingface/tokenizers";
 import * as ort from "onnxruntime-node";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { DecisionQuestionJson } from "../lib/decision-types/registry.js";
-import { renderDecisionPrompt as serviceRender } from "../lib/decision-types/render.js";
+import type { DecisionQuestionJson } from "../../lib/decision-types/registry.js";
+import { renderDecisionPrompt as serviceRender } from "../../lib/decision-types/render.js";
 
-const dir = new URL("../models/tessera-bd-small/", import.meta.url);
+const dir = new URL("../../models/tessera-bd-small/", import.meta.url);
 const readJson = (name: string) => JSON.parse(readFileSync(new URL(name, dir), "utf8"));
 const config = readJson("config.json");
 const decision = readJson("decision.json");
@@ -97,8 +97,8 @@ describe("models/tessera-bd-small", () => {
   });
 
   it("ships the chat template and decision templates it was trained on", () => {
-    expect(tokenizerConfig.chat_template).toBe(readFileSync(new URL("./templates/chat_template.jinja", import.meta.url), "utf8"));
-    const templates = JSON.parse(readFileSync(new URL("./templates/decision.json", import.meta.url), "utf8"));
+    expect(tokenizerConfig.chat_template).toBe(readFileSync(new URL("../templates/chat_template.jinja", import.meta.url), "utf8"));
+    const templates = JSON.parse(readFileSync(new URL("../templates/decision.json", import.meta.url), "utf8"));
     // This model was trained with the prefix template's final newline left out (see its README).
     expect(decision.prefix_template).toBe(templates.prefix_template.replace(/\n$/, ""));
     expect({ ...decision, temperatures: templates.temperatures, prefix_template: templates.prefix_template }).toEqual(templates);
@@ -107,15 +107,15 @@ describe("models/tessera-bd-small", () => {
 
   it("renders decisions in training with the service's own module, not a second renderer", async () => {
     // @ts-expect-error plain ESM module without types
-    const trainingRender = await import("./data-src/render.mjs");
+    const trainingRender = await import("../data-src/render.mjs");
     expect(Object.keys(trainingRender)).not.toContain("renderDecisionPrompt");
     const importsOf = (script: string) => readFileSync(new URL(script, import.meta.url), "utf8");
-    expect(importsOf("./check-bundle.mjs")).toContain('import { renderDecisionPrompt } from "../lib/decision-types/render.ts";');
-    expect(importsOf("./data-src/decision-record.mjs")).toContain(
+    expect(importsOf("./check-bundle.mjs")).toContain('import { renderDecisionPrompt } from "../../lib/decision-types/render.ts";');
+    expect(importsOf("../data-src/decision-record.mjs")).toContain(
       'import { renderDecisionPrompt } from "../../lib/decision-types/render.ts";',
     );
-    for (const script of ["./prepare-data.mjs", "./prepare-v2.mjs"]) {
-      expect(importsOf(script)).toContain('from "./data-src/decision-record.mjs";');
+    for (const script of ["./prepare-data.mjs", "../v2/prepare-v2.mjs"]) {
+      expect(importsOf(script)).toContain('from "../data-src/decision-record.mjs";');
     }
   });
 

@@ -2,7 +2,7 @@
 // Checks a model directory against docs/model-contract.md with onnxruntime-node (the runtime
 // the engine uses), for machines whose Python has no onnxruntime.
 //
-//   node training/check_onnx.mjs <model-dir> [reference.json]
+//   node training/model/check_onnx.mjs <model-dir> [reference.json]
 //
 // reference.json is what `export_onnx.py --reference` (or make_test_model.py, inside
 // "forward") writes. Exits 1 on the first failed check.
@@ -12,7 +12,7 @@ import * as ort from "onnxruntime-node";
 
 const [dir, refPath] = process.argv.slice(2);
 if (!dir) {
-  console.error("usage: node training/check_onnx.mjs <model-dir> [reference.json]");
+  console.error("usage: node training/model/check_onnx.mjs <model-dir> [reference.json]");
   process.exit(2);
 }
 const config = JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));

@@ -1,6 +1,6 @@
 """Checks that packed training rows compute exactly what inference computes.
 
-    /usr/bin/python3 training/test_packing.py
+    /usr/bin/python3 training/pipeline/test_packing.py
 
 A random small model; several chat and decision examples packed into one row with the
 BD3-style noisy/clean layout. For every noisy block of every example, the logits in the
@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TRAINING = os.path.dirname(HERE)
+sys.path[:0] = [HERE, os.path.join(TRAINING, "model")]
 from dataset import COPY_N, Example, attention_allowed, collate, pack_row  # noqa: E402
 from infer import decision_logits, forward_logits  # noqa: E402
 from model import BlockDiffusionLM, ModelConfig  # noqa: E402
