@@ -5,7 +5,9 @@
 import path from "node:path";
 import { ConnectError } from "@connectrpc/connect";
 import { Role } from "../gen/tessera/inference/v1/inference_pb.js";
-import { median, openRig, requestOf, rssMiB, type Rig } from "./decision.js";
+import { median, rssMiB } from "./decision/phases.js";
+import { requestOf } from "./decision/questions.js";
+import { openRig, type Rig } from "./decision/rig.js";
 
 const STATE = "A customer writes: the parcel arrived two days late and the box was dented, but the support team replaced it at once.";
 const CHAT_DELAY_MS = 200;
