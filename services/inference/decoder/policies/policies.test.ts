@@ -1,14 +1,14 @@
-// The unmasking policies' rules on guesses written by the test (decoder/policies/): the
+// The unmasking policies' rules on guesses written by the test (this folder): the
 // threshold, one position a step, the end-of-turn fill suffix and the fill after a committed
 // end of turn, credit over steps, sub-block order; every policy commits at least one masked
 // position a step; and the spec parser.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { ForwardOutputs } from "../decoder/forward.js";
-import type { Guess, StepContext } from "../decoder/policies/policy.js";
-import { buildPolicy, parsePolicySpec } from "../decoder/policies/registry.js";
-import { StopMatcher } from "../decoder/reply-text.js";
-import { Sequence } from "../decoder/sequence.js";
+import type { ForwardOutputs } from "../forward.js";
+import type { Guess, StepContext } from "./policy.js";
+import { buildPolicy, parsePolicySpec } from "./registry.js";
+import { StopMatcher } from "../reply-text.js";
+import { Sequence } from "../sequence.js";
 
 const EOS = 3;
 const MASK = 1;
