@@ -77,13 +77,18 @@ export function userTextGuard(tokenizerJson: object, tokenizerConfig: object, en
 }
 
 /** A JSON-like value with every string in it (object keys included) passed through `escape`. */
-export function escapeStrings<T>(value: T, escape: (text: string) => string): T {
-  if (typeof value === "string") return escape(value) as T;
-  if (Array.isArray(value)) return value.map((v) => escapeStrings(v, escape)) as T;
+export function escapeStrings<T>(value: T, escapeText: (text: string) => string): T {
+  if (typeof value === "string") return escapeText(value) as T;
+  if (Array.isArray(value)) return value.map((v) => escapeStrings(v, escapeText)) as T;
   if (typeof value === "object" && value !== null) {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value))
-      Object.defineProperty(out, escape(k), { value: escapeStrings(v, escape), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(out, escapeText(k), {
+        value: escapeStrings(v, escapeText),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     return out as T;
   }
   return value;
@@ -91,12 +96,12 @@ export function escapeStrings<T>(value: T, escape: (text: string) => string): T 
 
 /** Chat template variables with every user string escaped: the messages (all but their role), the tools, the schema, the forced tool's name. */
 export function escapeChatVariables(variables: ChatTemplateVariables, guard: Pick<UserTextGuard, "escape">): ChatTemplateVariables {
-  const escape = (text: string) => guard.escape(text);
+  const escapeText = (text: string) => guard.escape(text);
   return {
     ...variables,
-    messages: variables.messages.map(({ role, ...rest }) => ({ role, ...escapeStrings(rest, escape) })),
-    tools: escapeStrings(variables.tools, escape),
-    forced_tool: escape(variables.forced_tool),
-    json_schema: escapeStrings(variables.json_schema, escape),
+    messages: variables.messages.map(({ role, ...rest }) => ({ role, ...escapeStrings(rest, escapeText) })),
+    tools: escapeStrings(variables.tools, escapeText),
+    forced_tool: escapeText(variables.forced_tool),
+    json_schema: escapeStrings(variables.json_schema, escapeText),
   };
 }

@@ -7,7 +7,11 @@ function held() {
   let finish!: () => void;
   const done = new Promise<void>((r) => (finish = r));
   let lane: object | undefined;
-  return { work: async (l: object) => ((lane = l), await done), finish: () => finish(), lane: () => lane };
+  const work = async (l: object) => {
+    lane = l;
+    await done;
+  };
+  return { work, finish: () => finish(), lane: () => lane };
 }
 
 describe("DecisionShare", () => {
