@@ -1,6 +1,6 @@
 """Checks of model.py, export_onnx.py and bpe_tokenizer.py (no GPU, a few seconds).
 
-    /usr/bin/python3 -m unittest discover -s training -p 'test_*.py'
+    /usr/bin/python3 -m unittest discover -s training/model -p 'test_*.py'
 """
 
 from __future__ import annotations
