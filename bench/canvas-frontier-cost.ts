@@ -1,11 +1,12 @@
 // The grammar's own work per committed position at the 26B DiffusionGemma's vocabulary (262,144):
 // the masked guess of the frontier rule (grammar/frontier-rule.ts maskedGuess: the allowed
 // token with the highest logit and its renormalised probability) and the copy of one position's
-// logits to the grammar thread (decoder/canvas/canvas-frontier.ts hands the grammar at most 32
-// positions a step). XGrammar's own mask at that vocabulary needs Gemma's tokenizer, which is
+// logits to the grammar thread (decoder/canvas/canvas-frontier.ts hands the grammar at most
+// FRONTIER_WINDOW positions a step). XGrammar's own mask at that vocabulary needs Gemma's tokenizer, which is
 // not here: bench/grammar.ts measures it on the vocabularies that are.
 //
 //   npx tsx bench/canvas-frontier-cost.ts [vocab]
+import { FRONTIER_WINDOW } from "../services/inference/decoder/canvas/canvas-frontier.js";
 import { maskedGuess } from "../services/inference/grammar/frontier-rule.js";
 
 const V = Number(process.argv[2] ?? 262_144);
@@ -33,6 +34,6 @@ function time(label: string, run: () => void, n = 20): number {
 console.log(`vocabulary ${V}`);
 time("masked guess, every token allowed (inside a string)", () => maskedGuess(logits, 0, V, banned, dense));
 time("masked guess, 16 tokens allowed", () => maskedGuess(logits, 0, V, banned, sparse));
-const many = new Float32Array(V * 32);
-const target = new Float32Array(V * 32);
-time("copy of 32 positions' logits (the frontier window)", () => target.set(many), 5);
+const many = new Float32Array(V * FRONTIER_WINDOW);
+const target = new Float32Array(V * FRONTIER_WINDOW);
+time(`copy of ${FRONTIER_WINDOW} positions' logits (the frontier window)`, () => target.set(many), 5);
