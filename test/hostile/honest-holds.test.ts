@@ -1,4 +1,4 @@
-// Holds and the ledger tell the truth (issue 27, item 6): a decision whose upper-bound hold
+// Holds and the ledger tell the truth (issue 27, item 6; decisions' 529s, issue 39): a decision whose upper-bound hold
 // (2 × body bytes + 512 per question) does not fit the quota is tokenized and holds its exact
 // cost, so a key with a quota of cost + 3 runs it; 529 refusals leave no ledger entry; and
 // `tessera keys list`, run without TESSERA_DEFAULT_RPM, shows the rate the server applies.
@@ -72,6 +72,30 @@ describe("the ledger", () => {
     const served = statuses.filter((s) => s === 200).length;
     expect(statuses.filter((s) => s === 529).length, JSON.stringify(statuses)).toBeGreaterThan(0);
     expect(served + statuses.filter((s) => s === 529).length).toBe(8);
+    expect(await ledgerRequests(keyId)).toBe(BigInt(served));
+  });
+});
+
+describe("decisions beyond the slots and the queue (issue 39, item 4)", () => {
+  it("are answered 529 overloaded_error with retry-after, as chats are, and leave no ledger entry", async () => {
+    const { apiKey, keyId } = await tessera.createKey({});
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        const res = await tessera.fetch("/v1/systemone", {
+          method: "POST",
+          key: apiKey,
+          headers: { "content-type": "application/json" },
+          body: smallDecisionBody(2, "decisionmodel-latest"),
+        });
+        return { status: res.status, retryAfter: res.headers.get("retry-after"), text: await res.text() };
+      }),
+    );
+    const refused = answers.filter((a) => a.status === 529);
+    expect(refused.length, JSON.stringify(answers.map((a) => a.status))).toBeGreaterThan(0);
+    expect(refused[0]!.retryAfter).toMatch(/^\d+$/);
+    expect(refused[0]!.text).toMatch(/overloaded_error.*decision slots are busy/);
+    const served = answers.filter((a) => a.status === 200).length;
+    expect(served + refused.length).toBe(6);
     expect(await ledgerRequests(keyId)).toBe(BigInt(served));
   });
 });
