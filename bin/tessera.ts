@@ -19,6 +19,7 @@ import { runPull } from "./pull-command.js";
 import { pullForServe, splitServeArgs } from "./serve-model.js";
 import { SERVICE_NAMES, startDistributed, type ServiceName } from "./distributed.js";
 import { startEmbedded } from "./embedded.js";
+import { usePrivateTmpdir } from "./private-tmpdir.js";
 
 export { SERVICE_NAMES };
 
@@ -68,6 +69,7 @@ async function serve(args: string[]): Promise<number> {
   }
   const names = [...new Set(services)] as ServiceName[];
   const config = loadConfig();
+  usePrivateTmpdir();
   // Every service named without NATS is the embedded process, as with no names.
   const distributed = names.length > 0 && (names.length < SERVICE_NAMES.length || config.natsUrl !== undefined);
   if (distributed && config.natsUrl === undefined) {
