@@ -133,7 +133,7 @@ def config_json(hf_config, shapes, tokens: dict, stops: List[int], sampler: dict
         "boi_token_id": hf_config.boi_token_id,
         "eoi_token_id": hf_config.eoi_token_id,
         "sampler": sampler,
-        "capabilities": {"images": False, "tools": False, "thinking": False, "grammar": False},
+        "capabilities": {"images": False, "tools": False, "thinking": False, "grammar": True},
         "encoder_file": "encoder.onnx",
         "denoiser_file": "denoiser.onnx",
         "source": {"checkpoint": source, "family": "DiffusionGemma (Gemma 4 layers, MoE)", "weights": weights, "experts": experts},

@@ -93,7 +93,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("the tiny DiffusionGemma's chat template: to
 
   it("config.json names Gemma 4's reply format, tools and thinking, and <|tool_response> ends a reply", () => {
     const config = JSON.parse(readFileSync(join(modelDir, "config.json"), "utf8"));
-    expect(config.capabilities).toMatchObject({ tools: true, thinking: true, grammar: false });
+    expect(config.capabilities).toMatchObject({ tools: true, thinking: true, grammar: true });
     expect(config.special_tokens).toEqual({
       tool_call: ["<|tool_call>", "<tool_call|>"],
       tool_call_format: "gemma4",
