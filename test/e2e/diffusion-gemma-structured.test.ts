@@ -79,6 +79,20 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma structured output through th
     }
   }, 300_000);
 
+  it("with thinking on, a constrained reply starts at the grammar: the named call is the whole reply", async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: user("What is the weather in Paris?"),
+      tools,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      max_tokens: 120,
+      // @ts-expect-error chat_template_kwargs is the gateway's extension (vLLM's name)
+      chat_template_kwargs: { enable_thinking: true },
+    });
+    expect(r.choices[0]!.finish_reason).toBe("tool_calls");
+    expectValidCall(r.choices[0]!.message.tool_calls![0]!);
+  }, 120_000);
+
   it("json_object: a JSON object that finishes, streamed too", async () => {
     const r = await client.chat.completions.create({
       model: MODEL,
