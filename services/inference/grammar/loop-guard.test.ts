@@ -101,6 +101,26 @@ describe("loop guard", () => {
     expect(tracker.mode).toBe("free");
   });
 
+  it("a Gemma 4 call's head (`call:NAME`, digits and dashes in the name) is not JSON: the arguments object is the value", () => {
+    const texts = ["call:get-v2", "{", '{"x": "', "ab", '"', "}", "</s>"];
+    const tracker = new JsonTracker(
+      "json",
+      texts.map((t) => new TextEncoder().encode(t)),
+      "<|tool_call>",
+      "after",
+      true,
+    );
+    tracker.push(0);
+    expect(tracker.mode).toBe("json");
+    expect(tracker.frames).toEqual([]);
+    tracker.push(2);
+    tracker.push(3);
+    expect(tracker.frames.map((f) => f.kind)).toEqual(["object", "string"]);
+    tracker.push(4);
+    tracker.push(5);
+    expect(tracker.mode).toBe("after");
+  });
+
   it("a model that repeats one word forever ends the string with the guard, and loops without it", async () => {
     const want = () => ({ ab: 10, cd: 9, '"}': 0, '"': 0 });
     const before = await decode(STRING, OFF, want, 200);
