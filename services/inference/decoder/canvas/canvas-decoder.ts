@@ -458,7 +458,12 @@ export class CanvasDecoder {
     }
     if (opened >= 0) {
       await this.encode(row.cache, kept);
-      const grammar = await trigger!.open(row.req.maxTokens - row.reply.length);
+      // The grammar failing to start ends this row only, not the rows batched with it.
+      const grammar = await trigger!.open(row.req.maxTokens - row.reply.length).catch((err: unknown) => {
+        this.drop(row, err);
+        return undefined;
+      });
+      if (grammar === undefined) return;
       row.frontier = new CanvasFrontier(grammar, config.vocabSize, row.req.constraint!.endToken);
     } else {
       await this.encode(row.cache, argmax);
