@@ -303,6 +303,13 @@ async function* decodeAndStream(
       pending.push({ type: "step", step: canvasStepEvent(e, tokenizer.decode) });
       wake?.();
     },
+    // Under a grammar the committed tokens are final, so they stream as each step commits them.
+    onCommitted: (piece) => {
+      const d = reply.push(piece);
+      const chunk = canvasChunk(parser.push(d.content), d, piece.canvasIndex, tokenizer);
+      if (chunk !== undefined) pending.push({ type: "chunk", chunk });
+      wake?.();
+    },
     onCanvas: (canvas) => {
       engine.metrics?.forwardsPerBlock.observe(labels, canvasSteps);
       canvasSteps = 0;

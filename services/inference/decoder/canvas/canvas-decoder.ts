@@ -79,6 +79,12 @@ export interface CanvasRequest {
    */
   onCanvas?: (canvas: FinishedCanvas) => boolean | undefined;
   /**
+   * Under a grammar: tokens committed at the frontier, as each step commits them (they are
+   * final, so they can stream before their canvas ends). With it, `onCanvas` gets only the
+   * canvas's tokens not already given here.
+   */
+  onCommitted?: (piece: { tokens: readonly number[]; canvasIndex: number }) => void;
+  /**
    * Each reply token's log-probability and `top` alternatives, under the softmax of the raw
    * logits (before the step's temperature) of the step whose argmax gave the token: the
    * canvas's last step (docs/decoding.md, "Logprobs on a canvas").
@@ -384,6 +390,11 @@ export class CanvasDecoder {
     }
   }
 
+  /** Committed tokens go out as they are committed (not with logprobs, which are read per canvas). */
+  private streamsCommits(row: Row): boolean {
+    return row.req.onCommitted !== undefined && row.req.logprobs === undefined;
+  }
+
   /** The positions of the row's canvas the reply still has room for. */
   private room(row: Row): number {
     return Math.min(this.model.config.canvasLength, row.req.maxTokens - row.reply.length);
@@ -401,6 +412,10 @@ export class CanvasDecoder {
     const frontier = row.frontier!;
     const room = this.room(row);
     await frontier.step(logits, room);
+    if (this.streamsCommits(row)) {
+      const fresh = frontier.takeNew();
+      if (fresh.length > 0) row.req.onCommitted?.({ tokens: fresh, canvasIndex: row.canvasIndex });
+    }
     const noise = row.req.draws.noise(config.canvasLength, config.vocabSize);
     const { canvas, accepted } = frontier.nextCanvas(processed.entropy, processed.sample, noise, config.sampler.entropyBound);
     row.canvas = canvas;
@@ -432,7 +447,8 @@ export class CanvasDecoder {
     const opened = trigger === undefined ? -1 : kept.indexOf(trigger.token);
     if (opened >= 0) kept = kept.slice(0, opened + 1);
     row.reply.push(...kept);
-    const finished: FinishedCanvas = { tokens: kept, canvasIndex: row.canvasIndex };
+    const handed = this.streamsCommits(row) ? (row.frontier?.handed ?? 0) : 0;
+    const finished: FinishedCanvas = { tokens: kept.slice(Math.min(handed, kept.length)), canvasIndex: row.canvasIndex };
     if (row.req.logprobs !== undefined) {
       finished.logprobs = await this.logprobsOf(kept, logits, row.req.logprobs.top, row.steps);
       // log_z, top values and ids: what the readout brings to the host (all the batch's positions on the device).

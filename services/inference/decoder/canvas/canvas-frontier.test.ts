@@ -89,6 +89,32 @@ describe.skipIf(!HAVE_CONVERT_VENV)("the grammar on a canvas: a frozen frontier 
     expect(typeof value === "object" && value !== null && !Array.isArray(value)).toBe(true);
   }, 120_000);
 
+  it("committed tokens stream as each step commits them, before their canvas ends; the canvas callback gets only the rest", async () => {
+    const events: string[] = [];
+    const pieces: number[] = [];
+    const rests: number[] = [];
+    const r = await new CanvasDecoder(model).generate({
+      promptIds: prompt("Describe a user."),
+      maxTokens: 400,
+      draws: seededDraws(4),
+      constraint: await start({ kind: "json_schema", schema }, "start", 400),
+      onStep: (e) => events.push(e.last ? "last" : "step"),
+      onCommitted: (p) => {
+        events.push("piece");
+        pieces.push(...p.tokens);
+      },
+      onCanvas: (c) => {
+        rests.push(...c.tokens);
+        return undefined;
+      },
+    });
+    expect(r.finishReason).toBe("stop");
+    expect([...pieces, ...rests]).toEqual(r.tokens);
+    expect(pieces.length).toBe(r.tokens.length);
+    // Pieces arrive between the steps of a canvas, not only at its end.
+    expect(events.slice(0, 3)).toEqual(["piece", "step", "piece"]);
+  }, 120_000);
+
   it("max_tokens cuts a constrained reply with length, its text a valid prefix", async () => {
     const r = await new CanvasDecoder(model).generate({
       promptIds: prompt("Describe a user."),

@@ -42,6 +42,8 @@ export class CanvasFrontier {
   ended = false;
   /** Forced text may wait at the frontier: a canvas's start, or a step whose commits filled its window. */
   private jumpDue = true;
+  /** Committed tokens of this canvas already handed out by `takeNew`. */
+  private handedOut = 0;
 
   constructor(
     grammar: SequenceGrammar,
@@ -100,6 +102,20 @@ export class CanvasFrontier {
     return { canvas, accepted };
   }
 
+  /** This canvas's tokens committed since the last call, up to the grammar's end (committed tokens are final: they can stream at once). */
+  takeNew(): number[] {
+    const end = this.committed.indexOf(this.endToken);
+    const upTo = end < 0 ? this.committed.length : end;
+    const out = this.committed.slice(this.handedOut, Math.max(this.handedOut, upTo));
+    this.handedOut = Math.max(this.handedOut, upTo);
+    return out;
+  }
+
+  /** How many of this canvas's tokens `takeNew` has handed out. */
+  get handed(): number {
+    return this.handedOut;
+  }
+
   /** A finished canvas's tokens: the committed prefix, the end of turn where the grammar ended. */
   canvasTokens(): number[] {
     const out = [...this.committed];
@@ -111,6 +127,7 @@ export class CanvasFrontier {
   nextCanvasStarts(): void {
     this.committed = [];
     this.jumpDue = true;
+    this.handedOut = 0;
   }
 
   dispose(): void {
