@@ -66,7 +66,8 @@ function linkModelDir(snapshot: Snapshot, dir: string, progress: PullProgress | 
     mkdirSync(dirname(to), { recursive: true });
     // The blob the pointer names (link(2) would link the symlink itself), checked to be the cache's.
     const from = realpathSync(join(snapshot.dir, f.path));
-    if (!from.startsWith(join(realpathSync(snapshot.dir), "../../blobs") + sep)) throw new PullError(`${f.path}: its pointer leaves the cache's blobs/: refused`);
+    if (!from.startsWith(join(realpathSync(snapshot.dir), "../../blobs") + sep))
+      throw new PullError(`${f.path}: its pointer leaves the cache's blobs/: refused`);
     try {
       linkSync(from, to);
     } catch {
