@@ -42,7 +42,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: "TESSERA_DATA_DIR",
     key: "dataDir",
     fallback: "./data",
-    help: "Directory of the embedded store (keys, accounts, quotas, usage ledger).",
+    help: "Directory of the embedded store (keys, accounts, quotas, usage ledger) and of the models `tessera pull` converts or links (models/, docs/serving-models.md).",
     parse: path,
   },
   {
