@@ -79,6 +79,21 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma structured output through th
     }
   }, 300_000);
 
+  it("json_schema streamed: the committed text arrives step by step, and the stream's final message parses", async () => {
+    const stream = client.chat.completions.stream({
+      model: MODEL,
+      messages: user("Describe a user of the system."),
+      response_format: zodResponseFormat(Person, "person"),
+    });
+    let deltas = 0;
+    for await (const chunk of stream) if ((chunk.choices[0]?.delta.content ?? "") !== "") deltas++;
+    const final = await stream.finalChatCompletion();
+    expect(final.choices[0]!.finish_reason).toBe("stop");
+    expect(Person.parse(final.choices[0]!.message.parsed)).toEqual(final.choices[0]!.message.parsed);
+    // More deltas than the reply has canvases of 16 tokens: pieces stream before their canvas ends.
+    expect(deltas).toBeGreaterThan(Math.ceil(final.usage!.completion_tokens / 16));
+  }, 300_000);
+
   it("with thinking on, a constrained reply starts at the grammar: the named call is the whole reply", async () => {
     const r = await client.chat.completions.create({
       model: MODEL,
