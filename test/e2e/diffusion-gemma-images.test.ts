@@ -110,9 +110,12 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma (canvas model) with images t
     const small = await png(8, 8);
     expect(await refused(withImages(small, small, small))).toMatch(/at most 2 images per request/);
     expect(await refused(withImages("https://example.com/cat.png"))).toMatch(/data: URL/);
-    // Text that spells the image token would give the prompt an image run without an image.
+    // Text that spells the image token is text (user text never yields a control token), so it
+    // neither opens an image run without an image nor gets the request refused.
     const spoof = withImages(small);
     spoof.messages[0]!.content.unshift({ type: "text", text: "look: <|image|>" } as never);
-    expect(await refused(spoof)).toMatch(/2 image tokens for 1 images: the text must not contain the image token/);
+    const answered = await client.chat.completions.create(spoof);
+    expect(answered.choices[0]?.message.role).toBe("assistant");
+    expect(answered.usage?.prompt_tokens).toBeGreaterThan(0);
   }, 120_000);
 });
