@@ -139,7 +139,9 @@ export async function pullSnapshot(options: PullSnapshotOptions): Promise<Snapsh
 
   let commit: string;
   let files: RepoFile[];
-  const common = { hubUrl: env.endpoint, fetch: http.fetch, ...(env.token !== undefined ? { accessToken: env.token } : {}) };
+  // The token goes in through http.fetch (to the Hub's host only), not as the library's
+  // accessToken, which refuses any token not starting with hf_ (mirrors and enterprise Hubs issue others).
+  const common = { hubUrl: env.endpoint, fetch: http.fetch };
   try {
     const info = await modelInfo({ ...common, name: ref.repo, revision: ref.revision, additionalFields: ["sha"] });
     if (typeof info.sha !== "string" || !COMMIT.test(info.sha))
