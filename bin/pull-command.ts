@@ -36,6 +36,8 @@ export interface PullOptions {
   noSetup?: boolean;
   /** TESSERA_CONVERT_PYTHON ("" for convert/.venv's). */
   python?: string;
+  /** The converter's folder (convert/ of this installation unless a test names another). */
+  convertRoot?: string;
   progress?: PullProgress;
   http?: HubHttp;
   stallMs?: number;
@@ -82,18 +84,19 @@ function linkModelDir(snapshot: Snapshot, dir: string, progress: PullProgress | 
 
 async function ensurePython(options: PullOptions): Promise<string> {
   const configured = options.python ?? "";
-  const python = convertPython(configured);
+  const root = options.convertRoot ?? convertDir();
+  const python = convertPython(configured, root);
   if (configured !== "" || python !== "python3") return python;
-  const venv = join(convertDir(), ".venv");
+  const venv = join(root, ".venv");
   if (options.noSetup)
     throw new PullError(`the converter's Python environment ${venv} does not exist (--no-setup): create it with \`${SETUP_COMMAND}\``);
   options.progress?.phase(
     "setup",
     `creating ${venv}: PyTorch (CPU), ONNX Runtime, transformers from convert/requirements.txt, about 1 GB, once`,
   );
-  const status = await setupVenv(convertDir());
+  const status = await setupVenv(root);
   if (status !== 0) throw new PullError(`creating ${venv} failed (exit ${status}); retry with \`${SETUP_COMMAND}\``);
-  return convertPython("");
+  return convertPython("", root);
 }
 
 /** tessera pull: the snapshot into the HF cache, the conversion (cached), the manifest. */

@@ -61,6 +61,14 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera pull of a checkpoint: converted onc
     expect(ms).toBeLessThan(3_000);
   }, 600_000);
 
+  it("with --no-setup and no converter environment, refuses naming the setup command and writes no model", async () => {
+    const noVenv = join(scratch, "convert-without-venv");
+    await expect(
+      pullModel({ ref: { repo: REPO, revision: "main" }, dataDir, env, weights: "int8", noSetup: true, python: "", convertRoot: noVenv }),
+    ).rejects.toThrow(/convert-without-venv\/\.venv does not exist \(--no-setup\): create it with `npx tessera convert --setup`/);
+    expect(existsSync(join(dataDir, "models/JetLM--SDAR-tiny-Chat", `${commit}-int8`))).toBe(false);
+  });
+
   it("serves the converted model under its repo id and alias: chat and decisions", async () => {
     const tessera = await startTestTessera({ dataDir });
     try {
