@@ -81,7 +81,7 @@ describe("a decision and a chat behind it", () => {
     timeout: 240_000,
   }, async () => {
     // Decisions share the model by client: the four run in one lane of the fair runner, the generation loop in another.
-    const other = await createKey(serve.scratch + "/data", []);
+    const other = await createKey(`${serve.scratch}/data`, []);
     const probe = await post("/v1/systemone", wideDecisionBody(24, OPTIONS));
     const questions = Math.floor((8192 * 24) / Number(/needs (\d+) tokens of model work/.exec(probe.text)?.[1]));
     const largest = wideDecisionBody(questions, OPTIONS);

@@ -182,7 +182,12 @@ export function renderCanvasChat(
   const { config } = model;
   const capabilities = { images, tools: config.tools, thinking: config.thinking };
   let imageToken = "";
-  const placed = imageText && ((url: string) => ((imageToken = imageText(url)), IMAGE_PLACE));
+  const placed =
+    imageText &&
+    ((url: string) => {
+      imageToken = imageText(url);
+      return IMAGE_PLACE;
+    });
   const built = buildChatPrompt(req.model, capabilities, { messages: req.messages, tools: req.tools, options: req.options }, placed);
   let text: string;
   try {
