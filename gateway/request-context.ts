@@ -168,29 +168,18 @@ export class HttpRequestContext implements RequestContext, GatedCall {
     const admission = this.admission;
     const head: string[] = this.exposed
       ? []
-      : admission === undefined
-        ? [
-            REQUEST_ID_HEADER,
-            this.requestId,
-            OPENAI_REQUEST_ID_HEADER,
-            this.requestId,
-            TYPESAFE_REQUEST_ID_HEADER,
-            this.requestId,
-            ...this.extraHeaders,
-          ]
-        : [
-            REQUEST_ID_HEADER,
-            this.requestId,
-            OPENAI_REQUEST_ID_HEADER,
-            this.requestId,
-            TYPESAFE_REQUEST_ID_HEADER,
-            this.requestId,
-            ...this.extraHeaders,
-            RATE_REMAINING_HEADER,
-            String(admission.remainingRequests),
-            RATE_RESET_HEADER,
-            resetText(admission.resetSeconds),
-          ];
+      : [
+          REQUEST_ID_HEADER,
+          this.requestId,
+          OPENAI_REQUEST_ID_HEADER,
+          this.requestId,
+          TYPESAFE_REQUEST_ID_HEADER,
+          this.requestId,
+          ...this.extraHeaders,
+          ...(admission === undefined
+            ? []
+            : [RATE_REMAINING_HEADER, String(admission.remainingRequests), RATE_RESET_HEADER, resetText(admission.resetSeconds)]),
+        ];
     if (headers !== undefined) {
       for (const name in headers) {
         const lower = name.toLowerCase();

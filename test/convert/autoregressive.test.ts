@@ -8,7 +8,14 @@ import { loadModelDir } from "../../services/inference/engine/model-dir.js";
 import { createModelRuntime, type ModelRuntime } from "../../services/inference/engine/runtime.js";
 import type { GenerationEvent } from "../../services/inference/engine/scheduler.js";
 import { scoreSuffixes } from "../../services/inference/score/score.js";
-import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+import {
+  type ConvertedFixtures,
+  chatPrompt,
+  convertedFixtures,
+  HAVE_CONVERT_VENV,
+  NO_VENV_MESSAGE,
+  runConvertPython,
+} from "./converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 
@@ -58,21 +65,6 @@ async function reference(checkpoint: string, request: object): Promise<Reference
   writeFileSync(file, JSON.stringify(request));
   const { stdout } = await runConvertPython(["convert/tests/ar_reference.py", checkpoint, file]);
   return JSON.parse(stdout) as Reference;
-}
-
-function chatPrompt(engine: ModelRuntime, text: string): number[] {
-  return engine.model.tokenizer.encode(
-    engine.model.renderChat({
-      messages: [{ role: "user", content: text }],
-      tools: [],
-      tool_choice: "auto",
-      forced_tool: "",
-      response_format: "",
-      json_schema: null,
-      enable_thinking: false,
-      add_generation_prompt: true,
-    }),
-  );
 }
 
 describe.skipIf(!HAVE_CONVERT_VENV)("plain autoregressive Qwen3 / Qwen2 checkpoints (block size 1)", () => {

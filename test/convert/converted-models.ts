@@ -2,6 +2,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
+import type { ModelRuntime } from "../../services/inference/engine/runtime.js";
 import { REPO_ROOT } from "../helpers/tessera.js";
 
 /** The converter's Python environment, as `.ci/run` creates it. */
@@ -127,4 +128,20 @@ async function build(root: string): Promise<void> {
   await Promise.all([convert("qwen3", "qwen3", "--weights", "fp32"), convert("qwen2", "qwen2", "--weights", "fp32")]);
   mkdirSync(join(building, "complete"));
   renameSync(building, root);
+}
+
+/** A one-turn chat prompt through the model's own template, as the engine's tokens. */
+export function chatPrompt(engine: ModelRuntime, text: string): number[] {
+  return engine.model.tokenizer.encode(
+    engine.model.renderChat({
+      messages: [{ role: "user", content: text }],
+      tools: [],
+      tool_choice: "auto",
+      forced_tool: "",
+      response_format: "",
+      json_schema: null,
+      enable_thinking: false,
+      add_generation_prompt: true,
+    }),
+  );
 }

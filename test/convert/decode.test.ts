@@ -7,7 +7,14 @@ import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
 import { createModelRuntime, type ModelRuntime } from "../../services/inference/engine/runtime.js";
 import type { GenerationEvent } from "../../services/inference/engine/scheduler.js";
 import { loadModelDir } from "../../services/inference/engine/model-dir.js";
-import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+import {
+  type ConvertedFixtures,
+  chatPrompt,
+  convertedFixtures,
+  HAVE_CONVERT_VENV,
+  NO_VENV_MESSAGE,
+  runConvertPython,
+} from "./converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 
@@ -53,21 +60,6 @@ async function reference(checkpoint: string, modelDir: string, prompts: number[]
   writeFileSync(file, JSON.stringify(prompts));
   const { stdout } = await runConvertPython(["convert/tests/reference_decode.py", checkpoint, modelDir, file, String(maxTokens)]);
   return JSON.parse(stdout) as number[][];
-}
-
-function chatPrompt(engine: ModelRuntime, text: string): number[] {
-  return engine.model.tokenizer.encode(
-    engine.model.renderChat({
-      messages: [{ role: "user", content: text }],
-      tools: [],
-      tool_choice: "auto",
-      forced_tool: "",
-      response_format: "",
-      json_schema: null,
-      enable_thinking: false,
-      add_generation_prompt: true,
-    }),
-  );
 }
 
 describe.skipIf(!HAVE_CONVERT_VENV)("converted models: the engine's greedy decode equals the family's own decoding rule", () => {
