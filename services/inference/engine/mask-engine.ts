@@ -48,7 +48,10 @@ export function createMaskEngine(runtime: ModelRuntime, options: MaskEngineOptio
       const out =
         input.countOnly === true
           ? await scoreSuffixes(runtime, input, signal, timer)
-          : await runtime.decisions.run(input.client, signal, (lane) => scoreSuffixes(runtime, input, signal, timer, lane));
+          : await runtime.decisions.run(input.client, signal, (lane, queueMs) => {
+              timer.timing.queueMs = queueMs;
+              return scoreSuffixes(runtime, input, signal, timer, lane);
+            });
       if (input.countOnly !== true)
         logger?.debug({ model: runtime.name, suffixes: input.suffixes.length, ...timer.timing }, "score timing");
       return out;

@@ -18,12 +18,13 @@ export class DecisionShare {
   }
 
   /** Runs one decision's work in its client's lane once a slot is free; refused Overloaded when the queue is full. */
-  async run<T>(client: string | undefined, signal: AbortSignal | undefined, work: (lane: Lane) => Promise<T>): Promise<T> {
+  async run<T>(client: string | undefined, signal: AbortSignal | undefined, work: (lane: Lane, queueMs: number) => Promise<T>): Promise<T> {
+    const queued = performance.now();
     await this.slots.acquire(signal);
     const started = performance.now();
     const shared = client === undefined || client === "" ? undefined : this.enter(client);
     try {
-      return await work(shared?.lane ?? {});
+      return await work(shared?.lane ?? {}, started - queued);
     } finally {
       if (shared !== undefined && --shared.running === 0) this.lanes.delete(client!);
       this.slots.release((performance.now() - started) / 1000);

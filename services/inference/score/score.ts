@@ -1,4 +1,3 @@
-import { performance } from "node:perf_hooks";
 import { BatchBuilder } from "../decoder/batch.js";
 import type { Lane } from "../decoder/fair-runner.js";
 import type { ForwardFetch, ForwardInputs } from "../decoder/forward.js";
@@ -277,44 +276,42 @@ export async function scoreSuffixes(
     }
   };
 
-  const queued = performance.now();
-  return engine.scheduler.withSlot(signal, async () => {
-    timer.timing.queueMs = performance.now() - queued;
-    // The state's complete blocks, once for every question. A cache on the device holds device
-    // memory until it is disposed, whatever ends the request.
-    const stateKV = createKVCache(engine.decode, Math.max(shared, 1));
-    try {
-      const statePast = await prefill(stateKV, prefixIds.slice(0, shared));
-      await readRows(
-        plans.filter((p) => p.head === 0).flatMap((p) => [...p.rows.values()]),
-        statePast,
-        stateKV,
-      );
-      // A question with a head of its own: the state's past, its head in chunks, then its rows.
-      for (const plan of plans) {
-        if (plan.head === 0) continue;
-        const kv = createKVCache(engine.decode, shared + plan.head);
-        try {
-          if (kv instanceof SequenceKV) timer.timeSync("kvCopyMs", () => kv.append(statePast.layers, 0, shared, 0, shared));
-          else await kv.appendCache(stateKV as DeviceSequenceKV);
-          const past = await prefill(kv, plan.base.slice(0, plan.head));
-          const rows = [...plan.rows.values()].map((row) => ({
-            tokens: row.tokens.slice(plan.head),
-            reads: row.reads.map((read) => ({ ...read, at: read.at - plan.head })),
-          }));
-          await readRows(rows, past, kv);
-        } finally {
-          kv.dispose();
-        }
+  // Admission is the caller's: a decision slot and the client's lane (decision-share.ts), not a
+  // generation slot, so decisions never hold the slots a chat needs.
+  // The state's complete blocks, once for every question. A cache on the device holds device
+  // memory until it is disposed, whatever ends the request.
+  const stateKV = createKVCache(engine.decode, Math.max(shared, 1));
+  try {
+    const statePast = await prefill(stateKV, prefixIds.slice(0, shared));
+    await readRows(
+      plans.filter((p) => p.head === 0).flatMap((p) => [...p.rows.values()]),
+      statePast,
+      stateKV,
+    );
+    // A question with a head of its own: the state's past, its head in chunks, then its rows.
+    for (const plan of plans) {
+      if (plan.head === 0) continue;
+      const kv = createKVCache(engine.decode, shared + plan.head);
+      try {
+        if (kv instanceof SequenceKV) timer.timeSync("kvCopyMs", () => kv.append(statePast.layers, 0, shared, 0, shared));
+        else await kv.appendCache(stateKV as DeviceSequenceKV);
+        const past = await prefill(kv, plan.base.slice(0, plan.head));
+        const rows = [...plan.rows.values()].map((row) => ({
+          tokens: row.tokens.slice(plan.head),
+          reads: row.reads.map((read) => ({ ...read, at: read.at - plan.head })),
+        }));
+        await readRows(rows, past, kv);
+      } finally {
+        kv.dispose();
       }
-    } finally {
-      stateKV.dispose();
     }
+  } finally {
+    stateKV.dispose();
+  }
 
-    const results = input.suffixes.map((_, i) => ({ logits: values[i]!, suffixTokens: suffixTokens[i]! }));
-    timer.done();
-    return { results, prefixTokens: prefixIds.length, inputTokens };
-  });
+  const results = input.suffixes.map((_, i) => ({ logits: values[i]!, suffixTokens: suffixTokens[i]! }));
+  timer.done();
+  return { results, prefixTokens: prefixIds.length, inputTokens };
 }
 
 /**
