@@ -2,25 +2,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { CanvasDecoder, type CanvasDraws, seededDraws } from "../../services/inference/decoder/canvas/canvas-decoder.js";
+import { CanvasDecoder, seededDraws } from "../../services/inference/decoder/canvas/canvas-decoder.js";
 import { loadCanvasModel } from "../../services/inference/decoder/canvas/canvas-model.js";
 import { HAVE_CONVERT_VENV, runConvertPython } from "./converted-models.js";
 import { diffusionGemmaFixture, type TinyLayerPattern } from "./diffusion-gemma-fixture.js";
-
-function recording(inner: CanvasDraws, log: [string, number[]][]): CanvasDraws {
-  return {
-    noise: (n, v) => {
-      const x = inner.noise(n, v);
-      log.push(["noise", Array.from(x)]);
-      return x;
-    },
-    uniforms: (n) => {
-      const x = inner.uniforms(n);
-      log.push(["uniforms", Array.from(x)]);
-      return x;
-    },
-  };
-}
+import { recordingDraws } from "../helpers/recording-draws.js";
 
 // The fixture's own pattern (sliding, full, sliding, full) is covered by diffusion-gemma.test.ts and canvas-decoder.test.ts.
 const PATTERNS: { pattern: TinyLayerPattern; types: string[]; encoderMasks: string[]; denoiserMasks: string[] }[] = [
@@ -57,7 +43,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("DiffusionGemma layer patterns beyond the fi
           model.renderChat({ messages: [{ role: "user", content: "The weather in Paris" }], add_generation_prompt: true }),
         );
         const log: [string, number[]][] = [];
-        const r = await new CanvasDecoder(model).generate({ promptIds, maxTokens: 24, draws: recording(seededDraws(7), log) });
+        const r = await new CanvasDecoder(model).generate({ promptIds, maxTokens: 24, draws: recordingDraws(seededDraws(7), log) });
         const file = join(scratch, `${pattern}.json`);
         writeFileSync(file, JSON.stringify({ prompt: promptIds, max_new_tokens: 24, draws: log }));
         const { stdout } = await runConvertPython(["convert/tests/canvas_reference_decode.py", fx.checkpoint, file], 120_000);

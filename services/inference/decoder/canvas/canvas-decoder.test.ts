@@ -4,25 +4,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HAVE_CONVERT_VENV, runConvertPython } from "../../../../test/convert/converted-models.js";
 import { type DiffusionGemmaFixture, diffusionGemmaFixture } from "../../../../test/convert/diffusion-gemma-fixture.js";
-import { type CanvasDraws, CanvasDecoder, type CanvasStepEvent, seededDraws } from "./canvas-decoder.js";
+import { CanvasDecoder, type CanvasStepEvent, seededDraws } from "./canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "./canvas-model.js";
 import type { CommittedLogprob } from "../logprobs.js";
 import { createLogger } from "../../../../lib/logger.js";
-
-function recording(inner: CanvasDraws, log: [string, number[]][]): CanvasDraws {
-  return {
-    noise: (n, v) => {
-      const x = inner.noise(n, v);
-      log.push(["noise", Array.from(x)]);
-      return x;
-    },
-    uniforms: (n) => {
-      const x = inner.uniforms(n);
-      log.push(["uniforms", Array.from(x)]);
-      return x;
-    },
-  };
-}
+import { recordingDraws } from "../../../../test/helpers/recording-draws.js";
 
 describe.skipIf(!HAVE_CONVERT_VENV)("canvas decoding on the tiny converted DiffusionGemma (real ONNX Runtime)", () => {
   let fx: DiffusionGemmaFixture;
@@ -48,7 +34,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("canvas decoding on the tiny converted Diffu
     const r = await new CanvasDecoder(model).generate({
       promptIds,
       maxTokens: 40,
-      draws: recording(seededDraws(5), log),
+      draws: recordingDraws(seededDraws(5), log),
       logprobs: { top: 3 },
       onStep: (e) => steps.push(e),
       onCanvas: (canvas) => {
