@@ -26,7 +26,11 @@ describe("tessera serve's temporary files", () => {
       expect(entries.filter((name) => name.startsWith("mat-debug-"))).toEqual([]);
       const own = entries.filter((name) => name.startsWith("tessera-"));
       expect(own).toHaveLength(1);
-      expect(readdirSync(path.join(shared, own[0]!))).toContain(`mat-debug-${server.child.pid}.log`);
+      // Whether ONNX Runtime writes its log at all varies by environment (not with CI=true); where
+      // it does, it is in the private folder, never in the shared one (checked above).
+      for (const name of readdirSync(path.join(shared, own[0]!)).filter((n) => n.startsWith("mat-debug-"))) {
+        expect(name).toBe(`mat-debug-${server.child.pid}.log`);
+      }
     } finally {
       expect(await server.stop()).toBe(0);
     }
