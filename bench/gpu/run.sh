@@ -20,7 +20,7 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 nvidia-smi -L
 xz -dc "$G"/node-*.xz >"$W/node" && chmod +x "$W/node"
 tar -C "$W" -xJf "$G/ort.tar.xz"
-cp "$G/provider-bench.mjs" "$W/"
+xz -dc "$G/provider-bench.mjs.xz" >"$W/provider-bench.mjs"
 node=$W/node
 "$node" --version
 
