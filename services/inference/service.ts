@@ -14,8 +14,8 @@ import {
   ToolCallDeltaSchema,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { withConnectErrors } from "./connect-errors.js";
-import type { ModelEngine, ReplyChunk, ReplyEvent } from "./engine/engine.js";
-import { InvalidRequest, ModelNotServed } from "./engine/engine-errors.js";
+import type { ModelEngine, ReplyChunk, ReplyEvent } from "./core/model-engine.js";
+import { InvalidRequest, ModelNotServed } from "./core/engine-errors.js";
 import type { ModelPool } from "./engine/model-pool.js";
 
 export interface InferenceDeps {

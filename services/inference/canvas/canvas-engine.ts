@@ -1,4 +1,4 @@
-import type { ModelEngine } from "../engine/engine.js";
+import type { ModelEngine } from "../core/model-engine.js";
 import { canvasScore } from "./canvas-score.js";
 import { type CanvasEngine, canvasCountTokens, canvasGenerate } from "./canvas-service.js";
 

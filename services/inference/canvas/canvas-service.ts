@@ -19,7 +19,7 @@ import { GenerateStepSchema } from "../../../gen/tessera/inference/v1/inference_
 import { StopMatcher } from "../decoder/reply-text.js";
 import { checkRawPromptRequest, tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
-import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyDelta, type ReplyParser } from "../reply/reply-parser.js";
+import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyParser } from "../reply/reply-parser.js";
 import { checkpointTemplateVariables } from "../prompt/checkpoint-template.js";
 import { CanvasReply, type CanvasReplyDelta } from "./canvas-reply.js";
 import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImagePrompt } from "./canvas-images.js";
@@ -30,13 +30,14 @@ import type { CanvasConstraint } from "../decoder/canvas/canvas-frontier.js";
 import { type CanvasGrammarPlan, canvasGrammarPlan, startCanvasGrammar } from "./canvas-grammar.js";
 import { CanvasDecoder, type CanvasStepEvent, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, type CanvasModelOptions, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
-import type { CountRequest, GenerationRequest, ReplyChunk, ReplyEvent } from "../engine/engine.js";
-import { checkStopSequences, logprobsAsked } from "../engine/reply-options.js";
-import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS, effectiveMaxTokens } from "../engine/runtime.js";
+import type { CountRequest, GenerationRequest, ReplyChunk, ReplyDelta, ReplyEvent } from "../core/model-engine.js";
+import { checkStopSequences, logprobsAsked } from "../core/reply-options.js";
+import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS } from "../core/score-limits.js";
+import { effectiveMaxTokens } from "../engine/runtime.js";
 import type { CanvasScoreLimits } from "./canvas-score.js";
-import { InvalidRequest, PromptTooLong, ShuttingDown } from "../engine/engine-errors.js";
-import { type EngineMetrics, recordTransfer } from "../engine/metrics.js";
-import { SlotPool } from "../engine/slots.js";
+import { InvalidRequest, PromptTooLong, ShuttingDown } from "../core/engine-errors.js";
+import { type EngineMetrics, recordTransfer } from "../core/metrics.js";
+import { SlotPool } from "../core/slots.js";
 import type { Logger } from "../../../lib/logger.js";
 
 export interface CanvasEngine {

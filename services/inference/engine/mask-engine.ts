@@ -7,12 +7,12 @@ import { countPromptTokens, generationPrompt, rawPromptIds } from "../prompt/gen
 import { tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { stepEvent } from "../reply/denoise-event.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
-import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyDelta } from "../reply/reply-parser.js";
+import { createRawReplyParser, createReplyParser, mergeDeltas } from "../reply/reply-parser.js";
 import { scoreSuffixes } from "../score/score.js";
 import { ScoreTimer } from "../score/score-timing.js";
-import type { GenerationRequest, ModelEngine, ReplyChunk, ReplyEvent } from "./engine.js";
-import { PromptTooLong } from "./engine-errors.js";
-import { checkStopSequences, logprobsAsked } from "./reply-options.js";
+import type { GenerationRequest, ModelEngine, ReplyChunk, ReplyDelta, ReplyEvent } from "../core/model-engine.js";
+import { PromptTooLong } from "../core/engine-errors.js";
+import { checkStopSequences, logprobsAsked } from "../core/reply-options.js";
 import { effectiveMaxTokens, type ModelRuntime } from "./runtime.js";
 import type { GenerationEvent } from "./scheduler.js";
 

@@ -9,7 +9,7 @@ import type { UnmaskPolicy } from "../decoder/policies/policy.js";
 import { buildPolicy } from "../decoder/policies/registry.js";
 import { StopMatcher } from "../decoder/reply-text.js";
 import { createModelRuntime, type ModelRuntime } from "./runtime.js";
-import { engineMetrics } from "./metrics.js";
+import { engineMetrics } from "../core/metrics.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { recordingRunner, referenceGenerate, TINY_MODEL_DIR, type RecordedForward } from "../../../test/helpers/inference-engine.js";
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CatalogError, parseCatalog } from "../../registry/catalog.js";
 import { selectPolicy } from "../decoder/policies/select.js";
 import { createModelRuntime } from "./runtime.js";
-import { parseModelConfig } from "./model-config.js";
+import { parseModelConfig } from "../core/model-config.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import { TINY_MODEL_DIR } from "../../../test/helpers/inference-engine.js";
 

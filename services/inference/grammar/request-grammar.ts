@@ -1,10 +1,10 @@
 import { ResponseFormatType, type ToolDefinition } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import type { ChatInput, ChatPrompt } from "../prompt/chat-prompt.js";
-import { InvalidRequest } from "../engine/engine-errors.js";
+import { InvalidRequest } from "../core/engine-errors.js";
 import type { TextTokenizer } from "../prompt/tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
-import type { ChatSpecialTokens } from "../engine/model-config.js";
-import { bannedTokenIds } from "../decoder/unmask.js";
+import type { ChatSpecialTokens } from "../core/model-config.js";
+import { bannedTokenIds } from "../core/banned-tokens.js";
 import { effectiveMaxTokens, type ModelRuntime } from "../engine/runtime.js";
 import { grammarPoolFor, type GrammarPool } from "./grammar-client.js";
 import type { FinishRules } from "./loop-guard.js";

@@ -7,8 +7,8 @@ import {
   type GenerationOptions,
   type ToolDefinition,
 } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import { InvalidRequest } from "../engine/engine-errors.js";
-import type { ModelCapabilities } from "../engine/model-config.js";
+import { InvalidRequest } from "../core/engine-errors.js";
+import type { ModelCapabilities } from "../core/model-config.js";
 import type { ReplyParserOptions } from "../reply/reply-parser.js";
 
 /** What the chat template is rendered with (docs/model-contract.md, "Chat template"). */

@@ -1,6 +1,6 @@
 import { ResponseFormatType } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import type { CountRequest, GenerationRequest } from "../engine/engine.js";
-import { InvalidRequest } from "../engine/engine-errors.js";
+import type { CountRequest, GenerationRequest } from "../core/model-engine.js";
+import { InvalidRequest } from "../core/engine-errors.js";
 import type { ModelRuntime } from "../engine/runtime.js";
 import { checkSchema, SchemaError, type SchemaLimits } from "../grammar/schema-check.js";
 import { buildChatPrompt, type ChatInput, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";

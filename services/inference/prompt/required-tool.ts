@@ -2,7 +2,7 @@ import { withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "./c
 import type { ModelRuntime } from "../engine/runtime.js";
 import { scoreSuffixes } from "../score/score.js";
 import type { TextTokenizer } from "./tokenizer.js";
-import { Unsupported } from "../engine/engine-errors.js";
+import { Unsupported } from "../core/engine-errors.js";
 
 /**
  * tool_choice "required" with several tools, honoured by construction: the model's probability

@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { FirstJsonObject } from "./reply-json.js";
 import { TrimmedSink } from "./reply-sink.js";
-import { DEFAULT_SPECIAL_TOKENS, type ChatSpecialTokens } from "../engine/model-config.js";
+import { DEFAULT_SPECIAL_TOKENS, type ChatSpecialTokens } from "../core/model-config.js";
+import type { ReplyDelta } from "../core/model-engine.js";
 import { ThinkSplitter } from "./reply-think.js";
 import { ToolCallExtractor } from "./reply-tool-calls.js";
 
@@ -27,23 +28,6 @@ import { ToolCallExtractor } from "./reply-tool-calls.js";
  * (`<tool_call>` spans → tool calls), reply-json.ts (JSON modes: the first JSON object); then
  * reply-sink.ts trims whitespace around spans. reply-tags.ts scans for the tags.
  */
-
-export interface ToolCallPiece {
-  /** Position of the call in the reply's tool_calls. */
-  index: number;
-  /** Set on the first piece of a call. */
-  id?: string;
-  /** Set on the first piece of a call. */
-  name?: string;
-  /** The next piece of the call's arguments (a JSON string once all pieces are joined). */
-  arguments: string;
-}
-
-export interface ReplyDelta {
-  content: string;
-  reasoning: string;
-  toolCalls: ToolCallPiece[];
-}
 
 export interface ReplyParserOptions {
   /** The prompt ended in `<think>\n` (ignored with `forcedTool`: the template skips it then). */

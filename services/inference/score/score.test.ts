@@ -6,7 +6,7 @@ import path from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../../lib/logger.js";
-import { InvalidRequest, PromptTooLong } from "../engine/engine-errors.js";
+import { InvalidRequest, PromptTooLong } from "../core/engine-errors.js";
 import { loadModelDir } from "../engine/model-dir.js";
 import { loadModelPool, type ModelPool } from "../engine/model-pool.js";
 import { tokenizeScorePrompts } from "./score-tokens.js";

@@ -4,40 +4,15 @@ import type { ForwardFetch, ForwardInputs } from "../decoder/forward.js";
 import { DeviceSequenceKV } from "../decoder/device-kv.js";
 import { createKVCache, type KVCache, SequenceKV } from "../decoder/kv-cache.js";
 import type { ModelRuntime } from "../engine/runtime.js";
-import { InvalidRequest, ModelFailure } from "../engine/engine-errors.js";
+import { InvalidRequest, ModelFailure } from "../core/engine-errors.js";
+import type { ScoreInput, ScoreOutput } from "../core/model-engine.js";
 import { LOGITS_AT } from "../onnx/onnx-head.js";
 import { handOver, isWorkerSession } from "../onnx/onnx-worker-session.js";
 import { copiedPast, devicePast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
 import { planReadoutForwards } from "./score-plan.js";
 import { ScoreTimer } from "./score-timing.js";
 import { fewestTokens, refuseIfCannotFit } from "../prompt/text-bound.js";
-import { canceled } from "../engine/slots.js";
-
-export interface ScoreInput {
-  prefix: string;
-  suffixes: readonly { text: string; labels: readonly string[] }[];
-  /** Only the token counts (no logits), after every check and the tokenizing; no model runs. */
-  countOnly?: boolean;
-  /** Whose decision this is (the gateway's account id): the decisions of one client share a lane (decision-share.ts). */
-  client?: string;
-}
-
-export interface SuffixResult {
-  /**
-   * One value per label: the raw logit at the answer slot when every label of the suffix is
-   * a single token, otherwise the label's log-probability (sum over its tokens).
-   */
-  logits: number[];
-  /** Tokens of the suffix, the answer slot included. */
-  suffixTokens: number;
-}
-
-export interface ScoreOutput {
-  results: SuffixResult[];
-  prefixTokens: number;
-  /** The prefix once plus every suffix (answer slot included). */
-  inputTokens: number;
-}
+import { canceled } from "../core/slots.js";
 
 /** Floats a readout forward may allocate (logits + mask + past copies), about 64 MB. */
 const FORWARD_BUDGET = 16 * 1024 * 1024;
