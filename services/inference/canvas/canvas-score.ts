@@ -12,7 +12,7 @@
  * labels offered, as for mask models (whose values differ from these by a constant per question).
  */
 import type { ScoreInput, ScoreOutput } from "../core/model-engine.js";
-import { tokenizeScorePrompts } from "../score/score-tokens.js";
+import { tokenizeScorePrompts } from "../prompt/score-tokens.js";
 import { copyCache, emptyCache, type RowCache } from "../decoder/canvas/canvas-kv.js";
 import { DECISION_DRAWS, FirstTokenReadout } from "../decoder/canvas/canvas-readout.js";
 import { Cancelled, InvalidRequest, ModelFailure, ShuttingDown } from "../core/engine-errors.js";

@@ -1,9 +1,9 @@
 import type { Logger } from "../../../lib/logger.js";
 import { StopMatcher } from "../decoder/reply-text.js";
 import type { BlockText } from "../decoder/sequence.js";
-import { replyGrammar, type ModelGrammarOptions } from "../grammar/request-grammar.js";
+import type { ModelGrammarOptions } from "../grammar/request-grammar.js";
 import type { GrammarReport } from "../grammar/sequence-grammar.js";
-import { countPromptTokens, generationPrompt, rawPromptIds } from "../prompt/generation-prompt.js";
+import { countPromptTokens, generationPrompt, rawPromptIds } from "./generation-prompt.js";
 import { tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { stepEvent } from "../reply/denoise-event.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
@@ -15,6 +15,7 @@ import { PromptTooLong } from "../core/engine-errors.js";
 import { checkStopSequences, logprobsAsked } from "../core/reply-options.js";
 import { effectiveMaxTokens, type ModelRuntime } from "./runtime.js";
 import type { GenerationEvent } from "./scheduler.js";
+import { replyGrammar } from "./reply-grammar.js";
 
 export interface MaskEngineOptions {
   /** Grammar-constrained decoding: compiled-grammar cache, compile budget, threads, number bounds, loop guard and budgets. */

@@ -9,7 +9,7 @@ import { silentLogger } from "../../../lib/logger.js";
 import { InvalidRequest, PromptTooLong } from "../core/engine-errors.js";
 import { loadModelDir } from "../engine/model-dir.js";
 import { loadModelPool, type ModelPool } from "../engine/model-pool.js";
-import { tokenizeScorePrompts } from "./score-tokens.js";
+import { tokenizeScorePrompts } from "../prompt/score-tokens.js";
 import { scoreSuffixes } from "./score.js";
 import { ScoreTimer } from "./score-timing.js";
 import { TINY_MODEL_DIR, fullForward, recordingRunner, type RecordedForward } from "../../../test/helpers/inference-engine.js";

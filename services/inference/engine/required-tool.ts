@@ -1,7 +1,7 @@
-import { withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
-import type { ModelRuntime } from "../engine/runtime.js";
+import { withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "../prompt/chat-prompt.js";
+import type { ModelRuntime } from "./runtime.js";
 import { scoreSuffixes } from "../score/score.js";
-import type { TextTokenizer } from "./tokenizer.js";
+import type { TextTokenizer } from "../prompt/tokenizer.js";
 import { Unsupported } from "../core/engine-errors.js";
 
 /**
