@@ -33,12 +33,12 @@ import { type CanvasModel, type CanvasModelOptions, loadCanvasModel } from "../d
 import type { CountRequest, GenerationRequest, ReplyChunk, ReplyDelta, ReplyEvent } from "../core/model-engine.js";
 import { checkStopSequences, logprobsAsked } from "../core/reply-options.js";
 import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS } from "../core/score-limits.js";
-import { effectiveMaxTokens } from "../engine/runtime.js";
 import type { CanvasScoreLimits } from "./canvas-score.js";
 import { InvalidRequest, PromptTooLong, ShuttingDown } from "../core/engine-errors.js";
 import { type EngineMetrics, recordTransfer } from "../core/metrics.js";
 import { SlotPool } from "../core/slots.js";
 import type { Logger } from "../../../lib/logger.js";
+import { resolveMaxTokens } from "../../../lib/text-limits.js";
 
 export interface CanvasEngine {
   name: string;
@@ -225,7 +225,7 @@ export async function* canvasGenerate(engine: CanvasEngine, req: GenerationReque
   const context = config.maxPositions - config.canvasLength;
   if (ids.length >= context)
     throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
-  const maxTokens = effectiveMaxTokens(req.options?.maxTokens ?? 0, ids.length, context);
+  const maxTokens = resolveMaxTokens(req.options?.maxTokens, {}, { promptTokens: ids.length, maxPositions: context });
   if (engine.closed) throw new ShuttingDown(`model "${engine.name}" is shutting down`);
   // A schema the grammar cannot enforce is refused before the request waits for a slot.
   const constraint =

@@ -3,22 +3,23 @@ import { grammarPoolFor } from "../grammar/grammar-client.js";
 import { grammarSpecOf, type ModelGrammarOptions, sequenceGrammar } from "../grammar/request-grammar.js";
 import type { SequenceGrammar } from "../grammar/sequence-grammar.js";
 import type { ChatInput, ChatPrompt } from "../prompt/chat-prompt.js";
-import { effectiveMaxTokens, type ModelRuntime } from "./runtime.js";
+import type { ModelRuntime } from "./runtime.js";
 
 /**
  * The reply's grammar on the model's grammar threads (InvalidArgument for a schema it cannot
- * enforce), or undefined for free text. Counted in the model's metrics.
+ * enforce), or undefined for free text; `maxTokens` is the request's, resolved (the reply budget).
+ * Counted in the model's metrics.
  */
 export async function replyGrammar(
   runtime: ModelRuntime,
   options: ModelGrammarOptions,
   prompt: ChatPrompt,
   input: ChatInput,
-  promptTokens: number,
+  maxTokens: number,
 ): Promise<SequenceGrammar | undefined> {
   const spec = grammarSpecOf(prompt, input);
   if (spec === undefined) return undefined;
-  const { vocabSize, eosTokenId, maxPositions } = runtime.decode;
+  const { vocabSize, eosTokenId } = runtime.decode;
   const { metrics, name } = runtime;
   const tags = runtime.model.config.specialTokens;
   const worker = grammarPoolFor(runtime.model.dir, vocabSize, eosTokenId, { ...options, tags });
@@ -29,7 +30,7 @@ export async function replyGrammar(
     banned: bannedTokenIds(runtime.decode),
     tags,
     ...(options.finish !== undefined ? { finish: options.finish } : {}),
-    maxTokens: effectiveMaxTokens(input.options?.maxTokens ?? 0, promptTokens, maxPositions),
+    maxTokens,
     onCompile: (seconds) => metrics?.grammarCompileSeconds.observe({ model: name }, seconds),
   });
   metrics?.constrainedRequests.inc({ model: name, kind: spec.kind });

@@ -1,5 +1,4 @@
 import type { Logger } from "../../../lib/logger.js";
-import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../../../lib/text-limits.js";
 import { DecisionShare } from "../score/decision-share.js";
 import { fairRunner, type LaneRunner } from "../decoder/fair-runner.js";
 import { createOrtRunner, type ForwardRunner, type KVShape, type OrtRunnerOptions } from "../decoder/forward.js";
@@ -177,10 +176,4 @@ function ortRunnerOptions(options: ModelRuntimeOptions): OrtRunnerOptions {
       if (metrics !== undefined) recordTransfer(metrics, name, t);
     },
   };
-}
-
-/** max_tokens as the engine applies it: 0 means the default, then the cap, then the context. */
-export function effectiveMaxTokens(requested: number, promptTokens: number, maxPositions: number): number {
-  const wanted = requested > 0 ? Math.min(requested, MAX_TOKENS_CAP) : DEFAULT_MAX_TOKENS;
-  return Math.min(wanted, maxPositions - promptTokens);
 }
