@@ -31,7 +31,7 @@ const FINISH_REASONS = {
 } as const;
 
 /**
- * The inference service: each RPC is one call of the model's engine (engine/engine.ts), its
+ * The inference service: each RPC is one call of the model's engine (core/model-engine.ts), its
  * request and reply mapped to and from the proto; the engine's errors become Connect errors at
  * this edge (connect-errors.ts).
  */

@@ -4,7 +4,7 @@
  * Face's variables (checkpoint-template.ts: tools, tool messages and the thinking switch where
  * config.json's capabilities say the template has them; images where the model has
  * vision.onnx, canvas-images.ts), or a raw prompt tokenized as it is (raw-prompt.ts), admitted
- * through the model's generation slots and wait queue (slots.ts, as for a mask model), decoded
+ * through the model's generation slots and wait queue (core/slots.ts, as for a mask model), decoded
  * by the canvas decoder, its canvases streamed as deltas (canvas-reply.ts: stop sequences,
  * logprobs) through the reply parser (the model's `special_tokens`: thinking into reasoning,
  * calls into tool_calls) and, when asked, each denoising step as a step event. JSON modes and
@@ -47,7 +47,7 @@ export interface CanvasEngine {
   decoder: CanvasDecoder;
   /** The image path, for a model with vision.onnx (canvas-images.ts). */
   images: CanvasImages | undefined;
-  /** Generation slots and wait queue, as a mask model's (slots.ts): full means Overloaded (529). */
+  /** Generation slots and wait queue, as a mask model's (core/slots.ts): full means Overloaded (529). */
   slots: SlotPool;
   /** The work cap and row cap of Score requests (canvas-score.ts). */
   scoreLimits: CanvasScoreLimits;

@@ -24,7 +24,7 @@ export const DEFAULT_DEVICE_PREFILL_CHUNK = 2048;
 
 /**
  * One loaded mask model and what runs it: its directory, slots and step loop, the fair runner,
- * policies and decision limits. The engine (engine.ts) is built over it; the service never
+ * policies and decision limits. The engine (mask-engine.ts) is built over it; the service never
  * reaches in here. It may answer to several serving ids.
  */
 export interface ModelRuntime {

@@ -55,7 +55,7 @@ export interface ChatPrompt {
   /**
    * tool_choice "required" with several tools: their names, once each, in request order. One
    * of them must be forced (withForcedTool) before generating: the service picks the one the
-   * model finds most probable (required-tool.ts). Empty otherwise.
+   * model finds most probable (engine/required-tool.ts). Empty otherwise.
    */
   requiredTools: string[];
 }
