@@ -8,7 +8,7 @@ import {
   InferenceService,
   type ScoreRequest,
 } from "../gen/tessera/inference/v1/inference_pb.js";
-import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../lib/text-limits.js";
+import { resolveMaxTokens } from "../lib/text-limits.js";
 
 /**
  * What a call holds of its key's quota before it runs, the same for every transport (the JSON
@@ -18,11 +18,6 @@ import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../lib/text-limits.js";
 
 /** Reserves `tokens` of the call's quota of `kind` (the gate's admit), refused 429 / resource_exhausted. */
 export type Admit = (kind: UsageKind, tokens: number) => Promise<unknown>;
-
-/** max_tokens as the engine applies it before the context (runtime.ts effectiveMaxTokens): 0 is the default. */
-export function maxTokensHeld(requested: number | undefined): number {
-  return requested !== undefined && requested > 0 ? Math.min(requested, MAX_TOKENS_CAP) : DEFAULT_MAX_TOKENS;
-}
 
 /** A prompt as CountTokens takes it: the chat-templated messages, tools and options, or a raw prompt. */
 export type PromptToCount = MessageInitShape<typeof CountTokensRequestSchema>;
@@ -34,16 +29,20 @@ export function promptOf(request: GenerateRequest): PromptToCount {
   return { model, messages, tools, ...(options !== undefined ? { options } : {}) };
 }
 
-/** Admits a generation for its prompt's tokens plus `maxTokens`; returns the prompt's tokens. */
+/**
+ * Admits a generation for its prompt's tokens plus its max_tokens as the engine resolves it
+ * before the context (lib/text-limits.ts resolveMaxTokens: unset or 0 is the default, then the
+ * cap); returns the prompt's tokens.
+ */
 export async function admitGenerationHold(
   admit: Admit,
   inference: Pick<Client<typeof InferenceService>, "countTokens">,
   prompt: PromptToCount,
-  maxTokens: number,
+  requestedMaxTokens: number | undefined,
   signal: AbortSignal,
 ): Promise<number> {
   const counted = await inference.countTokens(prompt, { signal });
-  await admit(UsageKind.TEXT, counted.tokens + maxTokens);
+  await admit(UsageKind.TEXT, counted.tokens + resolveMaxTokens(requestedMaxTokens));
   return counted.tokens;
 }
 
@@ -97,7 +96,7 @@ export function connectHolds({ inferenceFor, decision, maxDecisionWorkTokens }: 
       `${InferenceService.typeName}/${InferenceService.method.generate.name}`,
       async (admit, message, _bytes, signal) => {
         const request = message as GenerateRequest;
-        await admitGenerationHold(admit, inferenceFor(request.model), promptOf(request), maxTokensHeld(request.options?.maxTokens), signal);
+        await admitGenerationHold(admit, inferenceFor(request.model), promptOf(request), request.options?.maxTokens, signal);
       },
     ],
     [

@@ -18,7 +18,7 @@ import {
   ToolDefinitionSchema,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { type ChatCompletionRequest, type ChatMessageInput, ChatCompletionRequestSchema } from "../schemas/chat-request.js";
-import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../../lib/text-limits.js";
+import { type MaxTokensDefaults, resolveMaxTokens } from "../../lib/text-limits.js";
 import { PARSE_OPTIONS, type RequestError, requestErrorOf } from "../schemas/request-errors.js";
 
 export * from "./chat-response.js";
@@ -35,13 +35,10 @@ export {
  * its schema (gateway/schemas/chat-request.ts); this maps the typed request to protobuf.
  */
 
-export interface ChatDefaults {
+/** max_tokens' default (1024) and cap (8192) where a caller sets its own (lib/text-limits.ts resolveMaxTokens). */
+export interface ChatDefaults extends MaxTokensDefaults {
   /** Goes to GenerateRequest.request_id. */
   requestId?: string;
-  /** max_tokens when the request has none. Default 1024. */
-  maxTokens?: number;
-  /** Larger max_tokens are lowered to this. Default 8192. */
-  maxTokensCap?: number;
 }
 
 export type ChatRequestError = RequestError;
@@ -68,11 +65,6 @@ export function parseChatRequest(body: unknown, defaults: ChatDefaults = {}): Pa
   };
 }
 
-/** max_tokens after the default and the cap; max_completion_tokens (OpenAI's current name) wins over max_tokens. */
-export function maxTokensOf(asked: number | null | undefined, defaults: ChatDefaults): number {
-  return Math.min(asked ?? defaults.maxTokens ?? DEFAULT_MAX_TOKENS, defaults.maxTokensCap ?? MAX_TOKENS_CAP);
-}
-
 function generateRequestOf(chat: ChatCompletionRequest, defaults: ChatDefaults): GenerateRequest {
   const tools = (chat.tools ?? []).map((tool) => toolDefinition(tool.function));
   return create(GenerateRequestSchema, {
@@ -81,7 +73,8 @@ function generateRequestOf(chat: ChatCompletionRequest, defaults: ChatDefaults):
     messages: chat.messages.map(chatMessage),
     tools,
     options: {
-      maxTokens: maxTokensOf(chat.max_completion_tokens ?? chat.max_tokens, defaults),
+      // max_completion_tokens (OpenAI's current name) wins over max_tokens.
+      maxTokens: resolveMaxTokens(chat.max_completion_tokens ?? chat.max_tokens, defaults),
       stop: typeof chat.stop === "string" ? [chat.stop] : (chat.stop ?? []),
       responseFormat: responseFormat(chat.response_format),
       enableThinking: chat.chat_template_kwargs?.enable_thinking ?? false,

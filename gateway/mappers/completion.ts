@@ -1,8 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { type GenerateRequest, GenerateRequestSchema } from "../../gen/tessera/inference/v1/inference_pb.js";
+import { resolveMaxTokens } from "../../lib/text-limits.js";
 import { type CompletionRequest, CompletionRequestSchema, DEFAULT_COMPLETION_MAX_TOKENS } from "../schemas/completion-request.js";
 import { PARSE_OPTIONS, type RequestError, requestErrorOf } from "../schemas/request-errors.js";
-import { maxTokensOf } from "./chat.js";
 
 export * from "./completion-response.js";
 
@@ -50,7 +50,7 @@ function generateRequestOf(completion: CompletionRequest, requestId: string): Ge
     model: completion.model,
     rawPrompt: completion.prompt,
     options: {
-      maxTokens: maxTokensOf(completion.max_tokens, { maxTokens: DEFAULT_COMPLETION_MAX_TOKENS }),
+      maxTokens: resolveMaxTokens(completion.max_tokens, { maxTokens: DEFAULT_COMPLETION_MAX_TOKENS }),
       stop: typeof completion.stop === "string" ? [completion.stop] : (completion.stop ?? []),
       logprobs: logprobs !== undefined,
       topLogprobs: logprobs ?? 0,

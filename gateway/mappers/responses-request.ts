@@ -18,7 +18,8 @@ import {
   ResponsesRequestSchema,
   type ResponsesTextFormat,
 } from "../schemas/responses-request.js";
-import { type ChatDefaults, maxTokensOf, responseFormat, textPart, toolChoice, toolDefinition } from "./chat.js";
+import { resolveMaxTokens } from "../../lib/text-limits.js";
+import { type ChatDefaults, responseFormat, textPart, toolChoice, toolDefinition } from "./chat.js";
 
 /**
  * A Responses request → the inference GenerateRequest the chat route builds, so that every
@@ -66,7 +67,7 @@ function generateRequestOf(request: ResponsesRequest, defaults: ChatDefaults): G
     messages: messagesOf(request),
     tools,
     options: {
-      maxTokens: maxTokensOf(request.max_output_tokens, defaults),
+      maxTokens: resolveMaxTokens(request.max_output_tokens, defaults),
       responseFormat: responseFormatOf(request.text?.format),
       enableThinking: thinkingOf(request),
       toolChoice: toolChoice(request.tool_choice, tools.length),

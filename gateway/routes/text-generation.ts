@@ -12,7 +12,7 @@ import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/r
 import type { InferenceFor } from "../../lib/inference-router.js";
 import { HttpError, toHttpError } from "../errors.js";
 import type { SettleUsage } from "../gate.js";
-import { admitGenerationHold, maxTokensHeld } from "../admission.js";
+import { admitGenerationHold } from "../admission.js";
 import type { StreamErrorBody, StreamOutcome } from "../mappers/generation-stream.js";
 import type { AcceptedBodies, PreparedBody, TextBodyPreparer } from "../body-prepare.js";
 import type { JsonReply, RequestContext, Route } from "../route.js";
@@ -153,11 +153,9 @@ export async function admitGeneration(
   maxTokens: number | undefined,
 ): Promise<number> {
   const admit = (kind: UsageKind, tokens: number) => ctx.admit(kind, tokens);
-  return admitGenerationHold(admit, inference, { ...prompt, model: servingId }, maxTokensHeld(maxTokens), ctx.signal).catch(
-    (err: unknown) => {
-      throw inClientTerms(err, servingId, shownModel);
-    },
-  );
+  return admitGenerationHold(admit, inference, { ...prompt, model: servingId }, maxTokens, ctx.signal).catch((err: unknown) => {
+    throw inClientTerms(err, servingId, shownModel);
+  });
 }
 
 /** admitGeneration for a chat-templated request (max_tokens unset: the default). */

@@ -1,7 +1,7 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { type InferenceService, OverloadedSchema } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { ERROR_PARAM_METADATA } from "../../lib/error-param.js";
-import { EngineError, type EngineErrorKind, Overloaded } from "./engine/engine-errors.js";
+import { EngineError, type EngineErrorKind, Overloaded } from "./core/engine-errors.js";
 
 /** The engine's errors as Connect codes: the one table (services/inference/README.md). */
 export const CONNECT_CODES: Readonly<Record<EngineErrorKind, Code>> = {

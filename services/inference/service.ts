@@ -14,8 +14,8 @@ import {
   ToolCallDeltaSchema,
 } from "../../gen/tessera/inference/v1/inference_pb.js";
 import { withConnectErrors } from "./connect-errors.js";
-import type { ModelEngine, ReplyChunk, ReplyEvent } from "./engine/engine.js";
-import { InvalidRequest, ModelNotServed } from "./engine/engine-errors.js";
+import type { ModelEngine, ReplyChunk, ReplyEvent } from "./core/model-engine.js";
+import { InvalidRequest, ModelNotServed } from "./core/engine-errors.js";
 import type { ModelPool } from "./engine/model-pool.js";
 
 export interface InferenceDeps {
@@ -31,7 +31,7 @@ const FINISH_REASONS = {
 } as const;
 
 /**
- * The inference service: each RPC is one call of the model's engine (engine/engine.ts), its
+ * The inference service: each RPC is one call of the model's engine (core/model-engine.ts), its
  * request and reply mapped to and from the proto; the engine's errors become Connect errors at
  * this edge (connect-errors.ts).
  */

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
-import { parseSpecialTokens } from "../../services/inference/engine/model-config.js";
+import { parseSpecialTokens } from "../../services/inference/core/model-config.js";
 import { createTextTokenizer, type TextTokenizer } from "../../services/inference/prompt/tokenizer.js";
 import { createReplyParser } from "../../services/inference/reply/reply-parser.js";
 

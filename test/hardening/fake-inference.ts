@@ -3,7 +3,7 @@ import { join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { FinishReason, type InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js";
-import { SlotPool } from "../../services/inference/engine/slots.js";
+import { SlotPool } from "../../services/inference/core/slots.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 export interface FakeInferenceOptions {

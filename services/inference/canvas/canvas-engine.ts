@@ -1,8 +1,8 @@
-import type { ModelEngine } from "../engine/engine.js";
+import type { ModelEngine } from "../core/model-engine.js";
 import { canvasScore } from "./canvas-score.js";
 import { type CanvasEngine, canvasCountTokens, canvasGenerate } from "./canvas-service.js";
 
-/** A canvas model (contract v3) as the service calls it (engine/engine.ts): canvas-service.ts and canvas-score.ts behind the engine's calls. */
+/** A canvas model (contract v3) as the service calls it (core/model-engine.ts): canvas-service.ts and canvas-score.ts behind the engine's calls. */
 export function canvasModelEngine(canvas: CanvasEngine): ModelEngine {
   return {
     name: canvas.name,

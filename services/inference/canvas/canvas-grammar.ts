@@ -9,8 +9,8 @@
  *   open tag and the call is decoded under the same `gemma4_call` grammar of every tool.
  * A forced call wins over a JSON response format, which wins over auto tools (as on a mask model).
  */
-import type { ChatSpecialTokens } from "../engine/model-config.js";
-import type { EngineMetrics } from "../engine/metrics.js";
+import type { ChatSpecialTokens } from "../core/model-config.js";
+import type { EngineMetrics } from "../core/metrics.js";
 import { grammarPoolFor } from "../grammar/grammar-client.js";
 import type { GrammarSpec } from "../grammar/grammar-spec.js";
 import { grammarSpecOf, type ModelGrammarOptions, sequenceGrammar } from "../grammar/request-grammar.js";

@@ -13,7 +13,7 @@ import type { CanvasModel, CanvasVisionConfig } from "../decoder/canvas/canvas-m
 import { ImageRefused, probeImageDataUrl } from "../decoder/canvas/image-decode.js";
 import { checkPlacement, targetSize } from "../decoder/canvas/image-preprocess.js";
 import { ImagePreprocessor } from "../decoder/canvas/image-preprocessor.js";
-import { InvalidRequest } from "../engine/engine-errors.js";
+import { InvalidRequest } from "../core/engine-errors.js";
 
 export interface CanvasImageLimits {
   maxImages: number;

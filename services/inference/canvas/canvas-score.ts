@@ -11,12 +11,12 @@
  * encoded onto it. Softmax over a question's labels of these values is p̄ normalised over the
  * labels offered, as for mask models (whose values differ from these by a constant per question).
  */
-import type { ScoreInput, ScoreOutput } from "../score/score.js";
-import { tokenizeScorePrompts } from "../score/score-tokens.js";
+import type { ScoreInput, ScoreOutput } from "../core/model-engine.js";
+import { tokenizeScorePrompts } from "../prompt/score-tokens.js";
 import { copyCache, emptyCache, type RowCache } from "../decoder/canvas/canvas-kv.js";
 import { DECISION_DRAWS, FirstTokenReadout } from "../decoder/canvas/canvas-readout.js";
-import { Cancelled, InvalidRequest, ModelFailure, ShuttingDown } from "../engine/engine-errors.js";
-import { canceled } from "../engine/slots.js";
+import { Cancelled, InvalidRequest, ModelFailure, ShuttingDown } from "../core/engine-errors.js";
+import { canceled } from "../core/slots.js";
 import { fewestTokens, refuseIfCannotFit } from "../prompt/text-bound.js";
 import type { CanvasEngine } from "./canvas-service.js";
 

@@ -4,7 +4,7 @@
  * Face's variables (checkpoint-template.ts: tools, tool messages and the thinking switch where
  * config.json's capabilities say the template has them; images where the model has
  * vision.onnx, canvas-images.ts), or a raw prompt tokenized as it is (raw-prompt.ts), admitted
- * through the model's generation slots and wait queue (slots.ts, as for a mask model), decoded
+ * through the model's generation slots and wait queue (core/slots.ts, as for a mask model), decoded
  * by the canvas decoder, its canvases streamed as deltas (canvas-reply.ts: stop sequences,
  * logprobs) through the reply parser (the model's `special_tokens`: thinking into reasoning,
  * calls into tool_calls) and, when asked, each denoising step as a step event. JSON modes and
@@ -19,7 +19,7 @@ import { GenerateStepSchema } from "../../../gen/tessera/inference/v1/inference_
 import { StopMatcher } from "../decoder/reply-text.js";
 import { checkRawPromptRequest, tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
-import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyDelta, type ReplyParser } from "../reply/reply-parser.js";
+import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyParser } from "../reply/reply-parser.js";
 import { checkpointTemplateVariables } from "../prompt/checkpoint-template.js";
 import { CanvasReply, type CanvasReplyDelta } from "./canvas-reply.js";
 import { CanvasImages, type CanvasImageLimits, DEFAULT_IMAGE_LIMITS, type ImagePrompt } from "./canvas-images.js";
@@ -30,14 +30,15 @@ import type { CanvasConstraint } from "../decoder/canvas/canvas-frontier.js";
 import { type CanvasGrammarPlan, canvasGrammarPlan, startCanvasGrammar } from "./canvas-grammar.js";
 import { CanvasDecoder, type CanvasStepEvent, type PromptImages, seededDraws } from "../decoder/canvas/canvas-decoder.js";
 import { type CanvasModel, type CanvasModelOptions, loadCanvasModel } from "../decoder/canvas/canvas-model.js";
-import type { CountRequest, GenerationRequest, ReplyChunk, ReplyEvent } from "../engine/engine.js";
-import { checkStopSequences, logprobsAsked } from "../engine/reply-options.js";
-import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS, effectiveMaxTokens } from "../engine/runtime.js";
+import type { CountRequest, GenerationRequest, ReplyChunk, ReplyDelta, ReplyEvent } from "../core/model-engine.js";
+import { checkStopSequences, logprobsAsked } from "../core/reply-options.js";
+import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS } from "../core/score-limits.js";
 import type { CanvasScoreLimits } from "./canvas-score.js";
-import { InvalidRequest, PromptTooLong, ShuttingDown } from "../engine/engine-errors.js";
-import { type EngineMetrics, recordTransfer } from "../engine/metrics.js";
-import { SlotPool } from "../engine/slots.js";
+import { InvalidRequest, PromptTooLong, ShuttingDown } from "../core/engine-errors.js";
+import { type EngineMetrics, recordTransfer } from "../core/metrics.js";
+import { SlotPool } from "../core/slots.js";
 import type { Logger } from "../../../lib/logger.js";
+import { resolveMaxTokens } from "../../../lib/text-limits.js";
 
 export interface CanvasEngine {
   name: string;
@@ -46,7 +47,7 @@ export interface CanvasEngine {
   decoder: CanvasDecoder;
   /** The image path, for a model with vision.onnx (canvas-images.ts). */
   images: CanvasImages | undefined;
-  /** Generation slots and wait queue, as a mask model's (slots.ts): full means Overloaded (529). */
+  /** Generation slots and wait queue, as a mask model's (core/slots.ts): full means Overloaded (529). */
   slots: SlotPool;
   /** The work cap and row cap of Score requests (canvas-score.ts). */
   scoreLimits: CanvasScoreLimits;
@@ -224,7 +225,7 @@ export async function* canvasGenerate(engine: CanvasEngine, req: GenerationReque
   const context = config.maxPositions - config.canvasLength;
   if (ids.length >= context)
     throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
-  const maxTokens = effectiveMaxTokens(req.options?.maxTokens ?? 0, ids.length, context);
+  const maxTokens = resolveMaxTokens(req.options?.maxTokens, {}, { promptTokens: ids.length, maxPositions: context });
   if (engine.closed) throw new ShuttingDown(`model "${engine.name}" is shutting down`);
   // A schema the grammar cannot enforce is refused before the request waits for a slot.
   const constraint =

@@ -5,9 +5,7 @@
 // and its cost.
 import * as ort from "onnxruntime-node";
 import type { KVShape, PresentKV } from "./forward.js";
-
-/** Opens a weightless graph on the model's provider, its `out_*` outputs left on the device. */
-export type OpenDeviceGraph = (model: Uint8Array, outputs: readonly string[]) => Promise<ort.InferenceSession>;
+import type { OpenDeviceGraph } from "../onnx/onnx-session.js";
 
 /** The graphs that move key/values on the device, and the device memory the caches hold. */
 export interface DeviceKVOps {

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { logprobsAt } from "./logprobs.js";
-import { bannedTokens } from "./unmask.js";
+import { bannedTokens } from "../core/banned-tokens.js";
 
 /** The log-softmax over the allowed tokens, the plain way. */
 function reference(logits: number[], banned: Set<number>): number[] {

@@ -5,7 +5,8 @@ import { createKVCache, type KVCache, type KVPlacement } from "./kv-cache.js";
 import { type CommittedLogprob, logprobsAt } from "./logprobs.js";
 import { type Commit, type Guess, mostConfident, type StepContext, type UnmaskPolicy } from "./policies/policy.js";
 import { cutAtStop, ReplyText, type StopMatcher, tokensSent } from "./reply-text.js";
-import { bannedTokenIds, bannedTokens, checkCommits, maskedGuesses } from "./unmask.js";
+import { bannedTokenIds, bannedTokens } from "../core/banned-tokens.js";
+import { checkCommits, maskedGuesses } from "./unmask.js";
 
 export type FinishReason = "stop" | "length";
 

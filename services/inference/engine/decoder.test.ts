@@ -10,7 +10,8 @@ import { SequenceKV } from "../decoder/kv-cache.js";
 import { ReplyText, StopMatcher, withoutIncompleteTail } from "../decoder/reply-text.js";
 import { Sequence, type DecodeModel, type StepResult } from "../decoder/sequence.js";
 import { buildPolicy } from "../decoder/policies/registry.js";
-import { bannedTokens, guessAt, guessWithTop } from "../decoder/unmask.js";
+import { bannedTokens } from "../core/banned-tokens.js";
+import { guessAt, guessWithTop } from "../decoder/unmask.js";
 
 const V = 16;
 const MASK = 15;

@@ -1,20 +1,22 @@
 import type { Logger } from "../../../lib/logger.js";
+import { resolveMaxTokens } from "../../../lib/text-limits.js";
 import { StopMatcher } from "../decoder/reply-text.js";
 import type { BlockText } from "../decoder/sequence.js";
-import { replyGrammar, type ModelGrammarOptions } from "../grammar/request-grammar.js";
-import type { GrammarReport } from "../grammar/sequence-grammar.js";
-import { countPromptTokens, generationPrompt, rawPromptIds } from "../prompt/generation-prompt.js";
+import type { ModelGrammarOptions } from "../grammar/request-grammar.js";
+import type { GrammarReport, SequenceGrammar } from "../grammar/sequence-grammar.js";
+import { countPromptTokens, type GenerationPrompt, generationPrompt, rawPromptIds } from "./generation-prompt.js";
 import { tokenizedPrompt } from "../prompt/raw-prompt.js";
 import { stepEvent } from "../reply/denoise-event.js";
 import { tokenLogprobs } from "../reply/logprob-entries.js";
-import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyDelta } from "../reply/reply-parser.js";
+import { createRawReplyParser, createReplyParser, mergeDeltas, type ReplyParser } from "../reply/reply-parser.js";
 import { scoreSuffixes } from "../score/score.js";
 import { ScoreTimer } from "../score/score-timing.js";
-import type { GenerationRequest, ModelEngine, ReplyChunk, ReplyEvent } from "./engine.js";
-import { PromptTooLong } from "./engine-errors.js";
-import { checkStopSequences, logprobsAsked } from "./reply-options.js";
-import { effectiveMaxTokens, type ModelRuntime } from "./runtime.js";
+import type { GenerationRequest, ModelEngine, ReplyChunk, ReplyDelta, ReplyEvent } from "../core/model-engine.js";
+import { PromptTooLong } from "../core/engine-errors.js";
+import { checkStopSequences, logprobsAsked } from "../core/reply-options.js";
+import type { ModelRuntime } from "./runtime.js";
 import type { GenerationEvent } from "./scheduler.js";
+import { replyGrammar } from "./reply-grammar.js";
 
 export interface MaskEngineOptions {
   /** Grammar-constrained decoding: compiled-grammar cache, compile budget, threads, number bounds, loop guard and budgets. */
@@ -60,19 +62,30 @@ export function createMaskEngine(runtime: ModelRuntime, options: MaskEngineOptio
   };
 }
 
+/** A generation's prompt and how its reply is read: the reply's grammar, if any, starts once max_tokens is resolved. */
+interface PreparedGeneration {
+  ids: number[];
+  parser: ReplyParser;
+  startGrammar: ((maxTokens: number) => Promise<SequenceGrammar | undefined>) | undefined;
+  choice: GenerationPrompt["choice"];
+}
+
 /** A chat request's prompt: rendered, tokenized, its reply parsed as chat, under its grammar if any. */
-async function chatGeneration(runtime: ModelRuntime, grammar: ModelGrammarOptions, req: GenerationRequest, signal: AbortSignal) {
+async function chatGeneration(
+  runtime: ModelRuntime,
+  grammar: ModelGrammarOptions,
+  req: GenerationRequest,
+  signal: AbortSignal,
+): Promise<PreparedGeneration> {
   const input = { messages: req.messages, tools: req.tools, options: req.options };
   const { prompt, ids, choice } = await generationPrompt(runtime, req.model, input, grammar.limits, signal);
-  // A schema the grammar cannot take is named before anything else about the request.
-  const sequenceGrammar = await replyGrammar(runtime, grammar, prompt, input, ids.length);
   const parser = createReplyParser({ ...prompt.parser, tags: runtime.model.config.specialTokens });
-  return { ids, parser, grammar: sequenceGrammar, choice };
+  return { ids, parser, startGrammar: (maxTokens) => replyGrammar(runtime, grammar, prompt, input, maxTokens), choice };
 }
 
 /** A raw prompt (legacy completions): tokenized as it is, its reply passed on as raw text. */
-async function rawGeneration(runtime: ModelRuntime, req: GenerationRequest, raw: string) {
-  return { ids: await rawPromptIds(runtime, req, raw), parser: createRawReplyParser(), grammar: undefined, choice: undefined };
+async function rawGeneration(runtime: ModelRuntime, req: GenerationRequest, raw: string): Promise<PreparedGeneration> {
+  return { ids: await rawPromptIds(runtime, req, raw), parser: createRawReplyParser(), startGrammar: undefined, choice: undefined };
 }
 
 async function* generateReply(
@@ -87,16 +100,19 @@ async function* generateReply(
   const stop = options?.stop ?? [];
   checkStopSequences(stop);
 
-  const { ids, parser, grammar, choice } =
+  const { ids, parser, startGrammar, choice } =
     req.rawPrompt === undefined
       ? await chatGeneration(runtime, grammarOptions, req, signal)
       : await rawGeneration(runtime, req, req.rawPrompt);
   const context = runtime.decode.maxPositions;
+  // Resolved once here; the grammar's reply budget and the decoder take this value.
+  const maxTokens = resolveMaxTokens(options?.maxTokens, {}, { promptTokens: ids.length, maxPositions: context });
+  // A schema the grammar cannot take is named before anything else about the request.
+  const grammar = await startGrammar?.(maxTokens);
   if (ids.length >= context) {
     grammar?.dispose();
     throw new PromptTooLong(`prompt too long: ${ids.length} tokens, the context of model "${req.model}" is ${context} tokens`);
   }
-  const maxTokens = effectiveMaxTokens(options?.maxTokens ?? 0, ids.length, context);
   const tokenizer = runtime.model.tokenizer;
   const logprobs = logprobsAsked(options);
   let events: AsyncIterable<GenerationEvent>;

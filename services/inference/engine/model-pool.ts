@@ -8,9 +8,9 @@ import { isCanvasModelDir, loadCanvasEngine } from "../canvas/canvas-service.js"
 import { DEFAULT_GRAMMAR_WORKERS } from "../grammar/grammar-client.js";
 import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions } from "../grammar/model-grammars.js";
 import type { ExecutionProvider } from "../onnx/onnx-session.js";
-import type { ModelEngine } from "./engine.js";
+import type { ModelEngine } from "../core/model-engine.js";
 import { createMaskEngine } from "./mask-engine.js";
-import { engineMetrics } from "./metrics.js";
+import { engineMetrics } from "../core/metrics.js";
 import { loadModelDir } from "./model-dir.js";
 import { createModelRuntime, type ModelRuntime } from "./runtime.js";
 

@@ -1,5 +1,4 @@
 import type { Logger } from "../../../lib/logger.js";
-import { DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP } from "../../../lib/text-limits.js";
 import { DecisionShare } from "../score/decision-share.js";
 import { fairRunner, type LaneRunner } from "../decoder/fair-runner.js";
 import { createOrtRunner, type ForwardRunner, type KVShape, type OrtRunnerOptions } from "../decoder/forward.js";
@@ -7,20 +6,10 @@ import type { UnmaskPolicy } from "../decoder/policies/policy.js";
 import { DEFAULT_THRESHOLD } from "../decoder/policies/registry.js";
 import { selectPolicy } from "../decoder/policies/select.js";
 import type { DecodeModel } from "../decoder/sequence.js";
-import { type EngineMetrics, recordTransfer } from "./metrics.js";
+import { type EngineMetrics, recordTransfer } from "../core/metrics.js";
 import type { ModelDir } from "./model-dir.js";
 import { Scheduler } from "./scheduler.js";
-
-/** Default of the cap on a Score request's work (TESSERA_MAX_DECISION_WORK_TOKENS). */
-export const DEFAULT_MAX_SCORE_WORK_TOKENS = 8192;
-/**
- * Default of the cap on one forward of a Score request (TESSERA_MAX_DECISION_ROW_TOKENS): the
- * longest a generation step waits behind a decision is one forward of this many row tokens (a
- * ~1,800-token row of a 128-option question in one forward held the bundled model for 1.5–20 s
- * on 2 shared cores). Longer rows are prefilled in chunks of this (score.ts), so it bounds a
- * forward, not a question.
- */
-export const DEFAULT_MAX_SCORE_ROW_TOKENS = 1024;
+import { DEFAULT_MAX_SCORE_ROW_TOKENS, DEFAULT_MAX_SCORE_WORK_TOKENS } from "../core/score-limits.js";
 
 /**
  * Default of the most prompt tokens per prefill forward (TESSERA_PREFILL_CHUNK_TOKENS), on the
@@ -35,7 +24,7 @@ export const DEFAULT_DEVICE_PREFILL_CHUNK = 2048;
 
 /**
  * One loaded mask model and what runs it: its directory, slots and step loop, the fair runner,
- * policies and decision limits. The engine (engine.ts) is built over it; the service never
+ * policies and decision limits. The engine (mask-engine.ts) is built over it; the service never
  * reaches in here. It may answer to several serving ids.
  */
 export interface ModelRuntime {
@@ -187,10 +176,4 @@ function ortRunnerOptions(options: ModelRuntimeOptions): OrtRunnerOptions {
       if (metrics !== undefined) recordTransfer(metrics, name, t);
     },
   };
-}
-
-/** max_tokens as the engine applies it: 0 means the default, then the cap, then the context. */
-export function effectiveMaxTokens(requested: number, promptTokens: number, maxPositions: number): number {
-  const wanted = requested > 0 ? Math.min(requested, MAX_TOKENS_CAP) : DEFAULT_MAX_TOKENS;
-  return Math.min(wanted, maxPositions - promptTokens);
 }

@@ -8,7 +8,7 @@ import { OverloadedSchema } from "../../../gen/tessera/inference/v1/inference_pb
 import type { ForwardInputs } from "../decoder/forward.js";
 import { StopMatcher } from "../decoder/reply-text.js";
 import { createModelRuntime, type ModelRuntime } from "./runtime.js";
-import { engineMetrics } from "./metrics.js";
+import { engineMetrics } from "../core/metrics.js";
 import { loadModelDir, type ModelDir } from "./model-dir.js";
 import type { GenerationEvent } from "./scheduler.js";
 import { TINY_MODEL_DIR, inputHasToken, recordingRunner, type RecordedForward } from "../../../test/helpers/inference-engine.js";

@@ -3,10 +3,10 @@ import { BatchBuilder, type BatchRow } from "../decoder/batch.js";
 import type { ForwardOutputs, ForwardRunner } from "../decoder/forward.js";
 import { DenoiseTrace, type DenoiseStep } from "../decoder/denoise-trace.js";
 import { Sequence, type BlockText, type DecodeModel, type Finished, type SequenceParams, type StepResult } from "../decoder/sequence.js";
-import { type EngineError, ModelFailure, ShuttingDown } from "./engine-errors.js";
+import { type EngineError, ModelFailure, ShuttingDown } from "../core/engine-errors.js";
 import { EventChannel } from "./event-channel.js";
-import type { EngineMetrics } from "./metrics.js";
-import { canceled, SlotPool } from "./slots.js";
+import type { EngineMetrics } from "../core/metrics.js";
+import { canceled, SlotPool } from "../core/slots.js";
 
 export type GenerationEvent =
   | { type: "block"; block: BlockText }

@@ -1,4 +1,4 @@
-import type { ChatSpecialTokens } from "../engine/model-config.js";
+import type { ChatSpecialTokens } from "../core/model-config.js";
 import { withBoundedBasics, withIntegerRanges, withNumberBounds } from "./number-bounds.js";
 import { checkSchema, type SchemaLimits } from "./schema-check.js";
 

@@ -1,4 +1,4 @@
-import { bannedTokens } from "../decoder/unmask.js";
+import { bannedTokens } from "../core/banned-tokens.js";
 import { commitAtFrontier, commitForced, type FrontierCommit, type GrammarState } from "./frontier-rule.js";
 import type { ValueGuard } from "./loop-guard.js";
 import type { ForcedCommit, GrammarRules, SequenceGrammar } from "./sequence-grammar.js";

@@ -2,7 +2,7 @@
 // frontier rule and XGrammar's matcher over a small vocabulary: a model that always wants to
 // repeat (or to go on) ends its value with the guard, and never without it.
 import { beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_SPECIAL_TOKENS } from "../engine/model-config.js";
+import { DEFAULT_SPECIAL_TOKENS } from "../core/model-config.js";
 import { grammarSource } from "./grammar-spec.js";
 import { MatcherState } from "./matcher-state.js";
 import { JsonTracker } from "./json-tracker.js";

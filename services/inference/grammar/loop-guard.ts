@@ -21,7 +21,7 @@
  *   opened after them) win wherever the grammar allows them. So a constrained reply completes
  *   before `max_tokens` whenever the grammar lets its values end.
  */
-import type { ChatSpecialTokens } from "../engine/model-config.js";
+import type { ChatSpecialTokens } from "../core/model-config.js";
 import type { GuessBias } from "./frontier-rule.js";
 import type { GrammarSpec } from "./grammar-spec.js";
 import { type Frame, JsonTracker } from "./json-tracker.js";

@@ -1,4 +1,4 @@
-import { type ChatSpecialTokens, DEFAULT_SPECIAL_TOKENS } from "../engine/model-config.js";
+import { type ChatSpecialTokens, DEFAULT_SPECIAL_TOKENS } from "../core/model-config.js";
 import { DEFAULT_FINISH_RULES, type FinishRules } from "./loop-guard.js";
 import { checkSpec, grammarSource, specKey, type GrammarSpec } from "./grammar-spec.js";
 import { SchemaError, type SchemaLimits } from "./schema-check.js";

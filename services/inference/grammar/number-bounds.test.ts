@@ -3,7 +3,7 @@
 // within the bounds, the schema's own bounds winning).
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_SPECIAL_TOKENS } from "../engine/model-config.js";
+import { DEFAULT_SPECIAL_TOKENS } from "../core/model-config.js";
 import { grammarSource } from "./grammar-spec.js";
 import { positiveBetween, SAFE_INTEGER } from "./number-bounds.js";
 import { loadXGrammar, type XGrammar } from "./xgrammar.js";

@@ -1,12 +1,10 @@
 import { ResponseFormatType, type ToolDefinition } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import type { ChatInput, ChatPrompt } from "../prompt/chat-prompt.js";
-import { InvalidRequest } from "../engine/engine-errors.js";
+import { InvalidRequest } from "../core/engine-errors.js";
 import type { TextTokenizer } from "../prompt/tokenizer.js";
 import type { GrammarSpec } from "./grammar-spec.js";
-import type { ChatSpecialTokens } from "../engine/model-config.js";
-import { bannedTokenIds } from "../decoder/unmask.js";
-import { effectiveMaxTokens, type ModelRuntime } from "../engine/runtime.js";
-import { grammarPoolFor, type GrammarPool } from "./grammar-client.js";
+import type { ChatSpecialTokens } from "../core/model-config.js";
+import type { GrammarPool } from "./grammar-client.js";
 import type { FinishRules } from "./loop-guard.js";
 import type { GrammarOptions } from "./model-grammars.js";
 import { SchemaError } from "./schema-check.js";
@@ -40,37 +38,6 @@ export function grammarSpecOf(prompt: ChatPrompt, input: ChatInput): GrammarSpec
 
 /** The grammar options of a pool's models: compiled-grammar cache, budgets, compile threads. */
 export type ModelGrammarOptions = GrammarOptions & { workers?: number };
-
-/**
- * The reply's grammar on the model's grammar threads (InvalidArgument for a schema it cannot
- * enforce), or undefined for free text. Counted in the model's metrics.
- */
-export async function replyGrammar(
-  runtime: ModelRuntime,
-  options: ModelGrammarOptions,
-  prompt: ChatPrompt,
-  input: ChatInput,
-  promptTokens: number,
-): Promise<SequenceGrammar | undefined> {
-  const spec = grammarSpecOf(prompt, input);
-  if (spec === undefined) return undefined;
-  const { vocabSize, eosTokenId, maxPositions } = runtime.decode;
-  const { metrics, name } = runtime;
-  const tags = runtime.model.config.specialTokens;
-  const worker = grammarPoolFor(runtime.model.dir, vocabSize, eosTokenId, { ...options, tags });
-  const sequence = await sequenceGrammar(worker, spec, runtime.model.tokenizer, {
-    thinking: prompt.parser.thinking && prompt.parser.forcedTool === undefined,
-    threshold: runtime.threshold,
-    vocab: vocabSize,
-    banned: bannedTokenIds(runtime.decode),
-    tags,
-    ...(options.finish !== undefined ? { finish: options.finish } : {}),
-    maxTokens: effectiveMaxTokens(input.options?.maxTokens ?? 0, promptTokens, maxPositions),
-    onCompile: (seconds) => metrics?.grammarCompileSeconds.observe({ model: name }, seconds),
-  });
-  metrics?.constrainedRequests.inc({ model: name, kind: spec.kind });
-  return sequence;
-}
 
 function findTool(tools: readonly ToolDefinition[], name: string): ToolDefinition | undefined {
   return tools.find((t) => t.name === name);

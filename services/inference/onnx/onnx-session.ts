@@ -3,11 +3,13 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import * as ort from "onnxruntime-node";
 import type { Logger } from "../../../lib/logger.js";
-import type { OpenDeviceGraph } from "../decoder/device-kv.js";
 import { sessionHostReady } from "./onnx-host-client.js";
 import { WorkerSession } from "./onnx-worker-session.js";
 
 export type ExecutionProvider = "cpu" | "cuda" | "webgpu";
+
+/** Opens a weightless graph on the model's provider, its `out_*` outputs left on the device. */
+export type OpenDeviceGraph = (model: Uint8Array, outputs: readonly string[]) => Promise<ort.InferenceSession>;
 
 /** What the log and the error say when the WebGPU provider finds no adapter. */
 export const WEBGPU_FIX =

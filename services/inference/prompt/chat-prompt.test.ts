@@ -16,7 +16,7 @@ import {
   ToolDefinitionSchema,
 } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import { buildChatPrompt, withForcedTool, type ChatTemplateVariables } from "./chat-prompt.js";
-import type { ModelCapabilities } from "../engine/model-config.js";
+import type { ModelCapabilities } from "../core/model-config.js";
 import { TINY_MODEL_DIR } from "../../../test/helpers/inference-engine.js";
 import { toConnectError } from "../connect-errors.js";
 

@@ -7,9 +7,8 @@ import {
   type GenerationOptions,
   type ToolDefinition,
 } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import { InvalidRequest } from "../engine/engine-errors.js";
-import type { ModelCapabilities } from "../engine/model-config.js";
-import type { ReplyParserOptions } from "../reply/reply-parser.js";
+import { InvalidRequest } from "../core/engine-errors.js";
+import type { ModelCapabilities } from "../core/model-config.js";
 
 /** What the chat template is rendered with (docs/model-contract.md, "Chat template"). */
 export interface ChatTemplateVariables {
@@ -37,14 +36,26 @@ export interface TemplateTool {
   function: { name: string; description?: string; parameters?: JsonObject };
 }
 
+/** How a prompt ends, which is how its reply is read (the reply parser's options, reply/reply-parser.ts). */
+export interface PromptEnding {
+  /** The prompt ended in `<think>\n` (ignored with `forcedTool`: the template skips it then). */
+  thinking: boolean;
+  /** JSON modes: content is the first JSON object of the reply. */
+  jsonMode: boolean;
+  /** The prompt ended inside a call of this function. */
+  forcedTool?: string;
+  /** When false (tool_choice "none"), `<tool_call>` spans stay as content. Default true. */
+  toolCalls?: boolean;
+}
+
 export interface ChatPrompt {
   variables: ChatTemplateVariables;
   /** How the reply of this prompt is parsed (thinking span, JSON mode, tool calls). */
-  parser: ReplyParserOptions;
+  parser: PromptEnding;
   /**
    * tool_choice "required" with several tools: their names, once each, in request order. One
    * of them must be forced (withForcedTool) before generating: the service picks the one the
-   * model finds most probable (required-tool.ts). Empty otherwise.
+   * model finds most probable (engine/required-tool.ts). Empty otherwise.
    */
   requiredTools: string[];
 }

@@ -5,7 +5,7 @@ import {
   PromptTokenSchema,
   ResponseFormatType,
 } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import { InvalidRequest } from "../engine/engine-errors.js";
+import { InvalidRequest } from "../core/engine-errors.js";
 import type { TextTokenizer } from "./tokenizer.js";
 
 /**

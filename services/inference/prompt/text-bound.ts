@@ -1,6 +1,6 @@
 import { ToolChoiceMode } from "../../../gen/tessera/inference/v1/inference_pb.js";
 import type { ChatInput } from "./chat-prompt.js";
-import { PromptTooLong } from "../engine/engine-errors.js";
+import { PromptTooLong } from "../core/engine-errors.js";
 
 /**
  * UTF-8 bytes of what a chat template renders of a request: the text parts of the messages

@@ -1,6 +1,6 @@
 import { BoundedTemplate } from "../../../lib/bounded-template.js";
 import type { ChatTemplateVariables } from "./chat-prompt.js";
-import { tokenizeScorePrompts, type ScorePromptTokens } from "../score/score-tokens.js";
+import { tokenizeScorePrompts, type ScorePromptTokens } from "./score-tokens.js";
 import { createTextTokenizer, type TextTokenizer } from "./tokenizer.js";
 import { escapeChatVariables } from "./user-text.js";
 

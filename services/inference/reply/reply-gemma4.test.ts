@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { ChatSpecialTokens } from "../engine/model-config.js";
+import type { ChatSpecialTokens } from "../core/model-config.js";
 import { cutGemma4Call, parseGemma4Call } from "./reply-gemma4.js";
 import { createReplyParser, type ReplyParserOptions } from "./reply-parser.js";
 import { splitAt } from "../../../test/helpers/text-chunks.js";

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { createReplyParser, newToolCallId, type ReplyDelta, type ReplyParserOptions, type ToolCallPiece } from "./reply-parser.js";
+import type { ReplyDelta, ToolCallPiece } from "../core/model-engine.js";
+import { createReplyParser, newToolCallId, type ReplyParserOptions } from "./reply-parser.js";
 import { splitAt } from "../../../test/helpers/text-chunks.js";
 
 interface MergedCall {

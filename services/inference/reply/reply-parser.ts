@@ -1,7 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { FirstJsonObject } from "./reply-json.js";
 import { TrimmedSink } from "./reply-sink.js";
-import { DEFAULT_SPECIAL_TOKENS, type ChatSpecialTokens } from "../engine/model-config.js";
+import { DEFAULT_SPECIAL_TOKENS, type ChatSpecialTokens } from "../core/model-config.js";
+import type { ReplyDelta } from "../core/model-engine.js";
+import type { PromptEnding } from "../prompt/chat-prompt.js";
 import { ThinkSplitter } from "./reply-think.js";
 import { ToolCallExtractor } from "./reply-tool-calls.js";
 
@@ -28,32 +30,8 @@ import { ToolCallExtractor } from "./reply-tool-calls.js";
  * reply-sink.ts trims whitespace around spans. reply-tags.ts scans for the tags.
  */
 
-export interface ToolCallPiece {
-  /** Position of the call in the reply's tool_calls. */
-  index: number;
-  /** Set on the first piece of a call. */
-  id?: string;
-  /** Set on the first piece of a call. */
-  name?: string;
-  /** The next piece of the call's arguments (a JSON string once all pieces are joined). */
-  arguments: string;
-}
-
-export interface ReplyDelta {
-  content: string;
-  reasoning: string;
-  toolCalls: ToolCallPiece[];
-}
-
-export interface ReplyParserOptions {
-  /** The prompt ended in `<think>\n` (ignored with `forcedTool`: the template skips it then). */
-  thinking: boolean;
-  /** JSON modes: content is the first JSON object of the reply. */
-  jsonMode: boolean;
-  /** The prompt ended inside a call of this function. */
-  forcedTool?: string;
-  /** When false (tool_choice "none"), `<tool_call>` spans stay as content. Default true. */
-  toolCalls?: boolean;
+/** How the prompt ended (prompt/chat-prompt.ts), and what the parser itself takes. */
+export interface ReplyParserOptions extends PromptEnding {
   /** Id generator for tool calls; default `call_` + 24 random alphanumerics. */
   newToolCallId?: () => string;
   /** The model's delimiters (its config's `special_tokens`); default `<think>`…, `<tool_call>`…. */

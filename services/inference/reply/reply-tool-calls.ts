@@ -1,6 +1,6 @@
 import { cutGemma4Call, type ParsedCall, parseGemma4Call } from "./reply-gemma4.js";
 import { JsonBalance } from "./reply-json.js";
-import type { ToolCallPiece } from "./reply-parser.js";
+import type { ToolCallPiece } from "../core/model-engine.js";
 import { findFirstTag, partialTagStart, type TagPair } from "./reply-tags.js";
 
 // Stage 2: `<tool_call>…</tool_call>` spans -> tool calls; the rest -> text.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Overloaded } from "../engine/engine-errors.js";
+import { Overloaded } from "../core/engine-errors.js";
 import { DecisionShare } from "./decision-share.js";
 
 /** A decision that runs until `finish` is called, telling its lane. */

@@ -1,5 +1,5 @@
 import type { Lane } from "../decoder/fair-runner.js";
-import { SlotPool } from "../engine/slots.js";
+import { SlotPool } from "../core/slots.js";
 
 /**
  * The decisions of one model: admitted as generations are (as many at once as the model has

@@ -1,42 +1,40 @@
+import type * as ort from "onnxruntime-node";
 import { BatchBuilder } from "../decoder/batch.js";
-import type { Lane } from "../decoder/fair-runner.js";
+import type { Lane, LaneRunner } from "../decoder/fair-runner.js";
 import type { ForwardFetch, ForwardInputs } from "../decoder/forward.js";
 import { DeviceSequenceKV } from "../decoder/device-kv.js";
 import { createKVCache, type KVCache, SequenceKV } from "../decoder/kv-cache.js";
-import type { ModelRuntime } from "../engine/runtime.js";
-import { InvalidRequest, ModelFailure } from "../engine/engine-errors.js";
+import { InvalidRequest, ModelFailure } from "../core/engine-errors.js";
+import type { ScoreInput, ScoreOutput } from "../core/model-engine.js";
 import { LOGITS_AT } from "../onnx/onnx-head.js";
 import { handOver, isWorkerSession } from "../onnx/onnx-worker-session.js";
 import { copiedPast, devicePast, PastScratch, readoutInputs, repeatedPast, sharedPast, type ReadoutPast } from "./score-batch.js";
 import { planReadoutForwards } from "./score-plan.js";
 import { ScoreTimer } from "./score-timing.js";
+import type { ModelText } from "../prompt/model-text.js";
+import type { DecodeModel } from "../decoder/sequence.js";
+import type { EngineMetrics } from "../core/metrics.js";
 import { fewestTokens, refuseIfCannotFit } from "../prompt/text-bound.js";
-import { canceled } from "../engine/slots.js";
+import { canceled } from "../core/slots.js";
 
-export interface ScoreInput {
-  prefix: string;
-  suffixes: readonly { text: string; labels: readonly string[] }[];
-  /** Only the token counts (no logits), after every check and the tokenizing; no model runs. */
-  countOnly?: boolean;
-  /** Whose decision this is (the gateway's account id): the decisions of one client share a lane (decision-share.ts). */
-  client?: string;
-}
-
-export interface SuffixResult {
-  /**
-   * One value per label: the raw logit at the answer slot when every label of the suffix is
-   * a single token, otherwise the label's log-probability (sum over its tokens).
-   */
-  logits: number[];
-  /** Tokens of the suffix, the answer slot included. */
-  suffixTokens: number;
-}
-
-export interface ScoreOutput {
-  results: SuffixResult[];
-  prefixTokens: number;
-  /** The prefix once plus every suffix (answer slot included). */
-  inputTokens: number;
+/**
+ * What a Score readout needs of a loaded mask model (an engine/runtime.ts ModelRuntime is one):
+ * its shape, its one runner shared fairly with generation, its text work and session, and the
+ * Score limits.
+ */
+export interface ScoreModel {
+  /** Label in metrics and messages. */
+  name: string;
+  decode: DecodeModel;
+  runner: LaneRunner;
+  model: { maxTokenBytes: number; text: Pick<ModelText, "scoreTokens">; session: ort.InferenceSession };
+  /** Most tokens of model work one Score request may need. */
+  maxScoreWorkTokens: number;
+  /** Most tokens of one forward of a Score request: the prefix and longer rows are prefilled in chunks of it. */
+  maxScoreRowTokens: number;
+  /** Most prompt tokens per prefill forward, whole blocks. */
+  prefillChunk: number;
+  metrics: EngineMetrics | undefined;
 }
 
 /** Floats a readout forward may allocate (logits + mask + past copies), about 64 MB. */
@@ -124,7 +122,7 @@ const invalid = (message: string) => new InvalidRequest(message);
  * the one-mask slot), so they compare on one scale.
  */
 export async function scoreSuffixes(
-  engine: ModelRuntime,
+  engine: ScoreModel,
   input: ScoreInput,
   signal?: AbortSignal,
   timer = new ScoreTimer(),
@@ -332,9 +330,9 @@ function answerSlots(rows: readonly ReadoutRow[], seq: number, shift: number) {
   };
 }
 
-const scratches = new WeakMap<ModelRuntime, PastScratch>();
+const scratches = new WeakMap<ScoreModel, PastScratch>();
 
-function scratchOf(engine: ModelRuntime): PastScratch {
+function scratchOf(engine: ScoreModel): PastScratch {
   let scratch = scratches.get(engine);
   if (scratch === undefined) {
     scratch = new PastScratch();
@@ -343,7 +341,7 @@ function scratchOf(engine: ModelRuntime): PastScratch {
   return scratch;
 }
 
-async function runModel<T>(engine: ModelRuntime, run: () => Promise<T>): Promise<T> {
+async function runModel<T>(engine: ScoreModel, run: () => Promise<T>): Promise<T> {
   try {
     return await run();
   } catch (err) {
@@ -356,7 +354,7 @@ async function runModel<T>(engine: ModelRuntime, run: () => Promise<T>): Promise
  * Most rows of `seq` tokens one readout forward may hold within FORWARD_BUDGET and
  * FORWARD_ROW_TOKENS, each with the logits of `logitRows` positions.
  */
-function maxRows(seq: number, past: number, engine: ModelRuntime, logitRows: number): number {
+function maxRows(seq: number, past: number, engine: ScoreModel, logitRows: number): number {
   const { vocabSize: V, kvShape } = engine.decode;
   const kvPerRow = 2 * kvShape.layers * kvShape.heads * kvShape.headDim * past;
   const byMemory = Math.floor(FORWARD_BUDGET / (logitRows * V + seq * (past + seq) + kvPerRow));

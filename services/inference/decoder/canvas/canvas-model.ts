@@ -11,7 +11,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { BoundedTemplate } from "../../../../lib/bounded-template.js";
 import type * as ort from "onnxruntime-node";
 import type { Logger } from "../../../../lib/logger.js";
-import { type ChatSpecialTokens, parseSpecialTokens } from "../../engine/model-config.js";
+import { type ChatSpecialTokens, parseSpecialTokens } from "../../core/model-config.js";
 import { type ExecutionProvider, openSession } from "../../onnx/onnx-session.js";
 import { maxTokenBytes } from "../../prompt/text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "../../prompt/tokenizer.js";

@@ -12,7 +12,7 @@ import * as ort from "onnxruntime-node";
 import { batchFeeds, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache } from "./canvas-kv.js";
 import type { CanvasConfig, CanvasModel } from "./canvas-model.js";
 import { seededDraws } from "./canvas-decoder.js";
-import { canceled } from "../../engine/slots.js";
+import { canceled } from "../../core/slots.js";
 
 /** Noise canvases each readout is averaged over. */
 export const DECISION_DRAWS = 4;

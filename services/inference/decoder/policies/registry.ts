@@ -35,6 +35,8 @@ interface ComponentDef {
   knobs: Record<string, Knob>;
   build?(knobs: Record<string, number>): UnmaskPolicy;
   help: string;
+  /** Place in a label (canonicalSpec): components are spelled out in rising order of it. */
+  labelOrder: number;
 }
 
 const COMPONENTS: Record<string, ComponentDef> = {
@@ -43,23 +45,27 @@ const COMPONENTS: Record<string, ComponentDef> = {
     knobs: { confidence: { min: 0, max: 1.01, fallback: (d) => d.threshold } },
     build: (k) => thresholdRule(k.confidence!),
     help: "threshold(confidence): every guess at or above the confidence commits",
+    labelOrder: 3,
   },
   sequential: {
     kind: "rule",
     knobs: {},
     build: () => sequentialRule(),
     help: "sequential: one position per step, the most confident (the quality reference)",
+    labelOrder: 4,
   },
   credit: {
     kind: "rule",
     knobs: { bound: { min: 0.01, max: 64, fallback: 2 }, steps: { min: 0, max: 64, integer: true, fallback: 0 } },
     build: (k) => creditRule(k.bound!, k.steps!),
     help: "credit(bound, steps): a guess whose confidence summed over the steps it stayed the best reaches bound commits; so does one unchanged for `steps` steps (0: off)",
+    labelOrder: 2,
   },
   fill: {
     kind: "fill",
     knobs: { confidence: { min: 0, max: 1.01, fallback: 0.5 } },
     help: "fill(confidence): the block's suffix guessed end-of-turn at this confidence commits at once, and everything after a committed end of turn",
+    labelOrder: 0,
   },
   subblocks: {
     kind: "subblocks",
@@ -68,6 +74,7 @@ const COMPONENTS: Record<string, ComponentDef> = {
       confident: { min: 0, max: 1.01, fallback: 0.9 },
     },
     help: "subblocks(size, confident): rules see one sub-block at a time, left to right; the next opens early when its guesses are all confident",
+    labelOrder: 1,
   },
 };
 
@@ -139,13 +146,10 @@ export function buildPolicy(spec: string, defaults?: PolicyDefaults): UnmaskPoli
   return composePolicy(canonicalSpec(components), parts);
 }
 
-/** The order of components in a label. */
-const LABEL_ORDER = ["fill", "subblocks", "credit", "threshold", "sequential"];
-
 /** The spec with every knob spelled out, in a fixed order: a stable label. */
 export function canonicalSpec(components: readonly ParsedComponent[]): string {
   return [...components]
-    .sort((a, b) => LABEL_ORDER.indexOf(a.name) - LABEL_ORDER.indexOf(b.name))
+    .sort((a, b) => COMPONENTS[a.name]!.labelOrder - COMPONENTS[b.name]!.labelOrder)
     .map((c) => {
       const knobs = Object.entries(c.knobs).map(([k, v]) => `${k}=${v}`);
       return knobs.length === 0 ? c.name : `${c.name}(${knobs.join(",")})`;

@@ -1,4 +1,4 @@
-import type { DecodingDefaults } from "../../engine/model-config.js";
+import type { DecodingDefaults } from "../../core/model-config.js";
 import type { UnmaskPolicy } from "./policy.js";
 import { buildPolicy, DEFAULT_POLICY, DEFAULT_THRESHOLD } from "./registry.js";
 

@@ -1,14 +1,14 @@
 import { ResponseFormatType } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import type { CountRequest, GenerationRequest } from "../engine/engine.js";
-import { InvalidRequest } from "../engine/engine-errors.js";
-import type { ModelRuntime } from "../engine/runtime.js";
+import type { CountRequest, GenerationRequest } from "../core/model-engine.js";
+import { InvalidRequest } from "../core/engine-errors.js";
+import type { ModelRuntime } from "./runtime.js";
 import { checkSchema, SchemaError, type SchemaLimits } from "../grammar/schema-check.js";
-import { buildChatPrompt, type ChatInput, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
-import { checkRawPromptRequest } from "./raw-prompt.js";
+import { buildChatPrompt, type ChatInput, type ChatPrompt, type ChatTemplateVariables } from "../prompt/chat-prompt.js";
+import { checkRawPromptRequest } from "../prompt/raw-prompt.js";
 import { chooseRequiredTool, longestForcedPrompt, type RenderTemplate, type RequiredToolChoice } from "./required-tool.js";
-import { chatTextBytes, refuseIfCannotFit } from "./text-bound.js";
-import { TemplateRenderError } from "./text-ops.js";
-import { escapeChatVariables } from "./user-text.js";
+import { chatTextBytes, refuseIfCannotFit } from "../prompt/text-bound.js";
+import { TemplateRenderError } from "../prompt/text-ops.js";
+import { escapeChatVariables } from "../prompt/user-text.js";
 
 /** A mask model's prompt for one generation: rendered and tokenized, the required tool chosen if any. */
 export interface GenerationPrompt {

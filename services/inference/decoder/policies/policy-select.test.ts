@@ -3,12 +3,12 @@
 // threshold's default confidence and the sub-block size from the same places; specs that do
 // not parse fail naming where they came from; serving ids that share a model keep their own.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type CatalogError, parseCatalog } from "../../registry/catalog.js";
-import { selectPolicy } from "../decoder/policies/select.js";
-import { createModelRuntime } from "./runtime.js";
-import { parseModelConfig } from "./model-config.js";
-import { loadModelDir, type ModelDir } from "./model-dir.js";
-import { TINY_MODEL_DIR } from "../../../test/helpers/inference-engine.js";
+import { type CatalogError, parseCatalog } from "../../../registry/catalog.js";
+import { selectPolicy } from "./select.js";
+import { createModelRuntime } from "../../engine/runtime.js";
+import { parseModelConfig } from "../../core/model-config.js";
+import { loadModelDir, type ModelDir } from "../../engine/model-dir.js";
+import { TINY_MODEL_DIR } from "../../../../test/helpers/inference-engine.js";
 
 describe("selectPolicy", () => {
   const model = { policy: "fill(0.6)+threshold(0.9)", threshold: 0.8, subBlockSize: 8 };

@@ -16,9 +16,9 @@ import {
   ToolDefinitionSchema,
   type GenerateRequestSchema,
 } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import { buildChatPrompt, withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
-import type { ModelRuntime } from "../engine/runtime.js";
-import type { ModelPool } from "../engine/model-pool.js";
+import { buildChatPrompt, withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "../prompt/chat-prompt.js";
+import type { ModelRuntime } from "./runtime.js";
+import type { ModelPool } from "./model-pool.js";
 import { collectGeneration, startTinyInference } from "../../../test/helpers/inference-service.js";
 import { chooseRequiredTool, forcedCallSplit, longestForcedPrompt, pickHighest } from "./required-tool.js";
 import { fullForward, recordingRunner, type RecordedForward } from "../../../test/helpers/inference-engine.js";

@@ -1,8 +1,8 @@
-import { withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "./chat-prompt.js";
-import type { ModelRuntime } from "../engine/runtime.js";
+import { withForcedTool, type ChatPrompt, type ChatTemplateVariables } from "../prompt/chat-prompt.js";
+import type { ModelRuntime } from "./runtime.js";
 import { scoreSuffixes } from "../score/score.js";
-import type { TextTokenizer } from "./tokenizer.js";
-import { Unsupported } from "../engine/engine-errors.js";
+import type { TextTokenizer } from "../prompt/tokenizer.js";
+import { Unsupported } from "../core/engine-errors.js";
 
 /**
  * tool_choice "required" with several tools, honoured by construction: the model's probability

@@ -6,8 +6,6 @@ import type {
   PromptToken,
   TokenLogprob,
 } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import type { ReplyDelta } from "../reply/reply-parser.js";
-import type { ScoreInput, ScoreOutput } from "../score/score.js";
 import type { ModelCapabilities } from "./model-config.js";
 
 /**
@@ -66,4 +64,50 @@ export interface ModelInfo {
   /** decision.json, where the model directory has one. */
   decision?: JsonObject;
   slots: { total: number; free: number };
+}
+
+/** A piece of one tool call in a ReplyDelta. */
+export interface ToolCallPiece {
+  /** Position of the call in the reply's tool_calls. */
+  index: number;
+  /** Set on the first piece of a call. */
+  id?: string;
+  /** Set on the first piece of a call. */
+  name?: string;
+  /** The next piece of the call's arguments (a JSON string once all pieces are joined). */
+  arguments: string;
+}
+
+/** A piece of the reply as the reply parser (reply/reply-parser.ts) makes it: content, reasoning, tool calls. */
+export interface ReplyDelta {
+  content: string;
+  reasoning: string;
+  toolCalls: ToolCallPiece[];
+}
+
+/** What Score reads (score/score.ts, canvas/canvas-score.ts). */
+export interface ScoreInput {
+  prefix: string;
+  suffixes: readonly { text: string; labels: readonly string[] }[];
+  /** Only the token counts (no logits), after every check and the tokenizing; no model runs. */
+  countOnly?: boolean;
+  /** Whose decision this is (the gateway's account id): the decisions of one client share a lane (score/decision-share.ts). */
+  client?: string;
+}
+
+export interface SuffixResult {
+  /**
+   * One value per label: the raw logit at the answer slot when every label of the suffix is
+   * a single token, otherwise the label's log-probability (sum over its tokens).
+   */
+  logits: number[];
+  /** Tokens of the suffix, the answer slot included. */
+  suffixTokens: number;
+}
+
+export interface ScoreOutput {
+  results: SuffixResult[];
+  prefixTokens: number;
+  /** The prefix once plus every suffix (answer slot included). */
+  inputTokens: number;
 }

@@ -1,5 +1,4 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-import type { ForwardTransfer } from "../decoder/forward.js";
 
 /** The inference engine's Prometheus metrics, registered on the registry passed in. */
 export interface EngineMetrics {
@@ -209,8 +208,14 @@ export function engineMetrics(registry: Registry): EngineMetrics {
   };
 }
 
+/** Bytes one forward moved between host and device memory, by direction and kind (a decoder/forward.ts ForwardTransfer). */
+export interface TransferBytes {
+  toDevice: { kv: number; other: number };
+  toHost: { kv: number; other: number };
+}
+
 /** One forward's host<->device bytes on the transfer counters (mask and canvas models alike). */
-export function recordTransfer(metrics: EngineMetrics, model: string, t: ForwardTransfer): void {
+export function recordTransfer(metrics: EngineMetrics, model: string, t: TransferBytes): void {
   metrics.hostDeviceBytes.inc({ model, direction: "to_device", kind: "kv" }, t.toDevice.kv);
   metrics.hostDeviceBytes.inc({ model, direction: "to_device", kind: "other" }, t.toDevice.other);
   metrics.hostDeviceBytes.inc({ model, direction: "to_host", kind: "kv" }, t.toHost.kv);

@@ -5,13 +5,13 @@
 // top-k from the logits agrees with the greedy readout.
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { UnmaskPolicy } from "../decoder/policies/policy.js";
-import { buildPolicy } from "../decoder/policies/registry.js";
-import { StopMatcher } from "../decoder/reply-text.js";
-import { createModelRuntime, type ModelRuntime } from "./runtime.js";
-import { engineMetrics } from "./metrics.js";
-import { loadModelDir, type ModelDir } from "./model-dir.js";
-import { recordingRunner, referenceGenerate, TINY_MODEL_DIR, type RecordedForward } from "../../../test/helpers/inference-engine.js";
+import type { UnmaskPolicy } from "./policy.js";
+import { buildPolicy } from "./registry.js";
+import { StopMatcher } from "../reply-text.js";
+import { createModelRuntime, type ModelRuntime } from "../../engine/runtime.js";
+import { engineMetrics } from "../../core/metrics.js";
+import { loadModelDir, type ModelDir } from "../../engine/model-dir.js";
+import { recordingRunner, referenceGenerate, TINY_MODEL_DIR, type RecordedForward } from "../../../../test/helpers/inference-engine.js";
 
 let model: ModelDir;
 let engine: ModelRuntime;

@@ -1,4 +1,4 @@
-import type { TextTokenizer } from "../prompt/tokenizer.js";
+import type { TextTokenizer } from "./tokenizer.js";
 
 /** One prompt (the prefix, then one suffix) as tokens. */
 export interface PromptTokens {

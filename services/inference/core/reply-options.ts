@@ -1,5 +1,5 @@
 import { MAX_GENERATE_STOP_CHARS, MAX_GENERATE_STOP_SEQUENCES, MAX_TOP_LOGPROBS } from "../../../lib/text-limits.js";
-import type { GenerationRequest } from "./engine.js";
+import type { GenerationRequest } from "./model-engine.js";
 import { InvalidRequest } from "./engine-errors.js";
 
 /** Refuses more stop sequences, or longer ones, than a reply takes (lib/text-limits.ts); any kind of model. */
