@@ -49,7 +49,7 @@ export interface CompiledDecisionConfig {
 
 export interface CompileOptions {
   /**
-   * Mark the state and the instructions as user text (lib/user-text-span.ts), so the engine never
+   * Mark the state, the instructions and the criteria as user text (lib/user-text-span.ts), so the engine never
    * reads a special token typed in them as a control token. The decision service does; training
    * data, which must be the prompt's bytes, does not.
    */
@@ -75,7 +75,8 @@ export function compileDecisionConfig(decisionJson: unknown, options: CompileOpt
       const typeLabels = config.labels[type.name];
       if (template === undefined || typeLabels === undefined) throw new DecisionTypeUnsupported(type.name);
       const { variables, labels } = type.render(q.criteria, typeLabels);
-      return { suffix: template.render({ instructions: user(valueToText(q.instructions)), ...variables }), labels };
+      const criteria = options.markUserText === true ? markCriteria(variables) : variables;
+      return { suffix: template.render({ instructions: user(valueToText(q.instructions)), ...criteria }), labels };
     },
   };
 }
@@ -94,6 +95,19 @@ export function renderDecisionPrompt(decisionJson: object, state: JsonValue | un
     compiled.set(decisionJson, c);
   }
   return { prefix: c.renderPrefix(state), ...c.renderQuestion(question) };
+}
+
+/**
+ * A question type's template variables with the user's criteria (option names, descriptions,
+ * level texts) marked as user text: every string but a `label`, which is the model's own label
+ * token (decision.json `labels`) and must stay one.
+ */
+function markCriteria<T>(value: T, key?: string): T {
+  if (typeof value === "string") return (key === "label" ? value : markUserText(value)) as T;
+  if (Array.isArray(value)) return value.map((v) => markCriteria(v)) as T;
+  if (typeof value === "object" && value !== null)
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, markCriteria(v, k)])) as T;
+  return value;
 }
 
 function compileTemplate(source: string): BoundedTemplate {

@@ -94,7 +94,10 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     expect(call.prefix).toContain(`State:\n${markUserText(JSON.stringify(state))}\n`);
     expect(call.suffixes.map((s) => s.labels.length)).toEqual([2, 3, 4, 2]);
     expect(call.suffixes[0]!.labels).toEqual(["<|yes|>", "<|no|>"]);
-    expect(call.suffixes[1]!.text).toContain('<|opt_0|> money: about money\n<|opt_1|> work\n<|opt_2|> 🎉: {"fun":true}\n');
+    const m = markUserText;
+    expect(call.suffixes[1]!.text).toContain(
+      `<|opt_0|> ${m("money")}: ${m("about money")}\n<|opt_1|> ${m("work")}\n<|opt_2|> ${m("🎉")}: ${m('{"fun":true}')}\n`,
+    );
 
     const prefixTokens = call.prefix.split(/\s+/).filter(Boolean).length;
     const suffixTokens = call.suffixes.reduce((n, s) => n + s.text.split(/\s+/).filter(Boolean).length + 1, 0);
