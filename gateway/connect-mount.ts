@@ -18,6 +18,7 @@ import { type DecideResponse, DecisionService } from "../gen/tessera/decision/v1
 import { type GenerateResponse, InferenceService, type ScoreResponse } from "../gen/tessera/inference/v1/inference_pb.js";
 import type { HoldSizer } from "./admission.js";
 import { MAX_BODY_BYTES } from "./body.js";
+import { MAX_STATE_CHARS } from "../lib/decision-types/rules.js";
 import { HttpError, sendError } from "./errors.js";
 import { deliveredByGenerate } from "./checkpoints.js";
 import { type Charge, type Gate, type GatedCall, RATE_ONLY } from "./gate.js";
@@ -125,19 +126,40 @@ export interface ConnectMountDeps {
  */
 export function createConnectMount({ routes, gate, holds }: ConnectMountDeps): ConnectPaths {
   const calls = new WeakMap<IncomingMessage, GatedCall>();
-  const adapter = connectNodeAdapter({
-    routes,
-    // Same bound as the JSON routes; Connect's own default would buffer up to 4 GiB.
-    readMaxBytes: MAX_BODY_BYTES,
-    interceptors: [gateInterceptor(gate, holds)],
-    contextValues: (req) => createContextValues().set(gatedCallKey, calls.get(req as IncomingMessage)),
-    fallback: (req, res) => {
-      const err = new HttpError(404, "not_found_error", `no service method at ${(req.url ?? "").slice(0, 200)}`, { code: "not_found" });
-      sendError(res as ServerResponse, "detail", err);
-    },
-  });
+  const adapter = (readMaxBytes: number) =>
+    connectNodeAdapter({
+      routes,
+      readMaxBytes,
+      interceptors: [gateInterceptor(gate, holds)],
+      contextValues: (req) => createContextValues().set(gatedCallKey, calls.get(req as IncomingMessage)),
+      fallback: (req, res) => {
+        const err = new HttpError(404, "not_found_error", `no service method at ${(req.url ?? "").slice(0, 200)}`, {
+          code: "not_found",
+        });
+        sendError(res as ServerResponse, "detail", err);
+      },
+    });
+  // Same bound as the JSON routes; Connect's own default would buffer up to 4 GiB.
+  const anyCall = adapter(MAX_BODY_BYTES);
+  const decisionCall = adapter(CONNECT_DECISION_MAX_BYTES);
   return (req, res, call) => {
     calls.set(req, call);
-    adapter(req, res);
+    const path = (req.url ?? "").split("?")[0]!;
+    (DECISION_PATHS.some((p) => path.endsWith(p)) ? decisionCall : anyCall)(req, res);
   };
 }
+
+/**
+ * Most bytes of a Decide or Score request over Connect, gRPC or gRPC-Web: twice the state's limit
+ * (MAX_STATE_CHARS, 1 MiB), room for a state at its limit and the questions. Connect parses the
+ * message on the event loop, at about 0.3 s a megabyte for a state of many small values (fromJson
+ * and fromBinary alike), before any check of the state can run; a request over this is refused
+ * resource_exhausted as it is read, before it is parsed. The JSON route (/v1/systemone) takes up
+ * to MAX_BODY_BYTES: its body is parsed and checked on the body worker.
+ */
+export const CONNECT_DECISION_MAX_BYTES = 2 * MAX_STATE_CHARS;
+
+const DECISION_PATHS = [
+  `/${DecisionService.typeName}/${DecisionService.method.decide.name}`,
+  `/${InferenceService.typeName}/${InferenceService.method.score.name}`,
+];

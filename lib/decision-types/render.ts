@@ -11,6 +11,7 @@
 // template's option list.
 import { parse, tokenize } from "@huggingface/jinja";
 import { BoundedTemplate } from "../bounded-template.js";
+import { markUserText } from "../user-text-span.js";
 import type { JsonValue } from "@bufbuild/protobuf";
 import { DecisionRenderError, type PlainQuestion, valueToText } from "./question-type.js";
 import { QUESTION_TYPES, questionTypeNamed, type QuestionTypeName } from "./registry.js";
@@ -46,8 +47,18 @@ export interface CompiledDecisionConfig {
   renderQuestion(question: PlainQuestion): RenderedQuestion;
 }
 
-export function compileDecisionConfig(decisionJson: unknown): CompiledDecisionConfig {
+export interface CompileOptions {
+  /**
+   * Mark the state, the instructions and the criteria as user text (lib/user-text-span.ts), so the engine never
+   * reads a special token typed in them as a control token. The decision service does; training
+   * data, which must be the prompt's bytes, does not.
+   */
+  markUserText?: boolean;
+}
+
+export function compileDecisionConfig(decisionJson: unknown, options: CompileOptions = {}): CompiledDecisionConfig {
   const config = parseDecisionConfig(decisionJson);
+  const user = options.markUserText === true ? markUserText : (text: string) => text;
   const prefix = compileTemplate(config.prefixTemplate);
   const templates = new Map<QuestionTypeName, BoundedTemplate>();
   for (const t of QUESTION_TYPES) {
@@ -56,7 +67,7 @@ export function compileDecisionConfig(decisionJson: unknown): CompiledDecisionCo
   }
   return {
     config,
-    renderPrefix: (state) => prefix.render({ state: valueToText(state) }),
+    renderPrefix: (state) => prefix.render({ state: user(valueToText(state)) }),
     renderQuestion(q) {
       const type = questionTypeNamed(q.type);
       if (type === undefined) throw new DecisionRenderError(`unknown question type ${JSON.stringify(q.type)}`);
@@ -64,7 +75,8 @@ export function compileDecisionConfig(decisionJson: unknown): CompiledDecisionCo
       const typeLabels = config.labels[type.name];
       if (template === undefined || typeLabels === undefined) throw new DecisionTypeUnsupported(type.name);
       const { variables, labels } = type.render(q.criteria, typeLabels);
-      return { suffix: template.render({ instructions: valueToText(q.instructions), ...variables }), labels };
+      const criteria = options.markUserText === true ? markCriteria(variables) : variables;
+      return { suffix: template.render({ instructions: user(valueToText(q.instructions)), ...criteria }), labels };
     },
   };
 }
@@ -83,6 +95,19 @@ export function renderDecisionPrompt(decisionJson: object, state: JsonValue | un
     compiled.set(decisionJson, c);
   }
   return { prefix: c.renderPrefix(state), ...c.renderQuestion(question) };
+}
+
+/**
+ * A question type's template variables with the user's criteria (option names, descriptions,
+ * level texts) marked as user text: every string but a `label`, which is the model's own label
+ * token (decision.json `labels`) and must stay one.
+ */
+function markCriteria<T>(value: T, key?: string): T {
+  if (typeof value === "string") return (key === "label" ? value : markUserText(value)) as T;
+  if (Array.isArray(value)) return value.map((v) => markCriteria(v)) as T;
+  if (typeof value === "object" && value !== null)
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, markCriteria(v, k)])) as T;
+  return value;
 }
 
 function compileTemplate(source: string): BoundedTemplate {

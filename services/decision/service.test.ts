@@ -16,6 +16,7 @@ import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { parseDecisionRequest } from "../../lib/decision-types/request-json.js";
 import { silentLogger } from "../../lib/logger.js";
 import { softmax } from "../../lib/decision-types/probabilities.js";
+import { markUserText } from "../../lib/user-text-span.js";
 import { decisionRoutes } from "./server.js";
 import { fakeInference, fakeRegistry, type FakeInference } from "../../support/decision-doubles.js";
 
@@ -89,10 +90,14 @@ describe("DecisionService.Decide (fake inference over the in-memory transport)",
     const call = fake.scoreCalls[0]!;
     expect(call.model).toBe("bundled");
     expect(call.requestId).toBe("req-test");
-    expect(call.prefix).toContain(`State:\n${JSON.stringify(state)}\n`);
+    // The state is marked as user text (lib/user-text-span.ts): the engine tokenizes it as text.
+    expect(call.prefix).toContain(`State:\n${markUserText(JSON.stringify(state))}\n`);
     expect(call.suffixes.map((s) => s.labels.length)).toEqual([2, 3, 4, 2]);
     expect(call.suffixes[0]!.labels).toEqual(["<|yes|>", "<|no|>"]);
-    expect(call.suffixes[1]!.text).toContain('<|opt_0|> money: about money\n<|opt_1|> work\n<|opt_2|> 🎉: {"fun":true}\n');
+    const m = markUserText;
+    expect(call.suffixes[1]!.text).toContain(
+      `<|opt_0|> ${m("money")}: ${m("about money")}\n<|opt_1|> ${m("work")}\n<|opt_2|> ${m("🎉")}: ${m('{"fun":true}')}\n`,
+    );
 
     const prefixTokens = call.prefix.split(/\s+/).filter(Boolean).length;
     const suffixTokens = call.suffixes.reduce((n, s) => n + s.text.split(/\s+/).filter(Boolean).length + 1, 0);

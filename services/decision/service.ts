@@ -137,7 +137,7 @@ async function loadDecisionModel(inference: Client<typeof InferenceService>, ser
     throw new ConnectError(`model "${servingId}" has no decision configuration (decision.json)`, Code.InvalidArgument);
   }
   try {
-    return { compiled: compileDecisionConfig(info.decision), maxPositions: info.maxPositions };
+    return { compiled: compileDecisionConfig(info.decision, { markUserText: true }), maxPositions: info.maxPositions };
   } catch (err) {
     if (err instanceof DecisionConfigError) {
       throw new ConnectError(`model "${servingId}": ${err.message}`, Code.Internal);

@@ -23,7 +23,7 @@ const WING = resolve(import.meta.dirname);
 const floorOf = new Map(FLOORS.flatMap((rooms, floor) => rooms.map((room) => [room, floor] as const)));
 
 function roomOf(path: string): string {
-  const [first, ...rest] = relative(WING, path).split("/");
+  const [first = "", ...rest] = relative(WING, path).split("/");
   return rest.length === 0 ? first.replace(/\.[jt]s$/, "") : first;
 }
 
@@ -37,7 +37,7 @@ function sources(dir: string): string[] {
 
 function importsOf(file: string): string[] {
   const text = readFileSync(file, "utf8");
-  return [...text.matchAll(/(?:from|import)\s*\(?\s*"(\.{1,2}\/[^"]+)"/g)].map((match) => resolve(dirname(file), match[1]));
+  return [...text.matchAll(/(?:from|import)\s*\(?\s*"(\.{1,2}\/[^"]+)"/g)].map((match) => resolve(dirname(file), match[1] ?? ""));
 }
 
 describe("services/inference floors", () => {

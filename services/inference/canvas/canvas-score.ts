@@ -10,6 +10,10 @@
  * each factor the first canvas position after the prompt with the label's earlier tokens
  * encoded onto it. Softmax over a question's labels of these values is p̄ normalised over the
  * labels offered, as for mask models (whose values differ from these by a constant per question).
+ *
+ * Admitted as a mask model's decisions are (decision-share.ts): a decision slot or a place in
+ * the wait queue, never a generation slot; one client's decisions take turns forward by
+ * forward (canvas-lane.ts). Counting (`countOnly`) takes neither.
  */
 import type { ScoreInput, ScoreOutput } from "../core/model-engine.js";
 import { tokenizeScorePrompts } from "../prompt/score-tokens.js";
@@ -17,6 +21,7 @@ import { copyCache, emptyCache, type RowCache } from "../decoder/canvas/canvas-k
 import { DECISION_DRAWS, FirstTokenReadout } from "../decoder/canvas/canvas-readout.js";
 import { Cancelled, InvalidRequest, ModelFailure, ShuttingDown } from "../core/engine-errors.js";
 import { canceled } from "../core/slots.js";
+import { inLane } from "./canvas-lane.js";
 import { fewestTokens, refuseIfCannotFit } from "../prompt/text-bound.js";
 import type { CanvasEngine } from "./canvas-service.js";
 
@@ -107,16 +112,15 @@ export async function canvasScore(
   }
 
   if (engine.closed) throw new ShuttingDown(`model "${engine.name}" is shutting down`);
-  await engine.slots.acquire(signal);
-  const admitted = performance.now();
-  try {
+  // A decision slot (not a generation slot) and its client's lane, as on a mask model (decision-share.ts).
+  return engine.decisions.run(input.client, signal, async (lane) => {
     const values = input.suffixes.map((s) => new Array<number>(s.labels.length).fill(0));
     const chunk = Math.max(1, limits.maxRowTokens);
     const labels = { model: engine.name };
     const encode = async (cache: RowCache, ids: readonly number[]) => {
       for (let done = 0; done < ids.length; done += chunk) {
         if (signal?.aborted) throw canceled();
-        await engine.decoder.encode(cache, ids.slice(done, done + chunk));
+        await inLane(lane, () => engine.decoder.encode(cache, ids.slice(done, done + chunk)));
         engine.metrics?.forwardPasses.inc({ ...labels, phase: "prefill" });
       }
       return cache;
@@ -135,27 +139,27 @@ export async function canvasScore(
         const question = await encode(copyCache(state), plan.question);
         for (const row of plan.rows) {
           const cache = row.prefix.length === 0 ? question : await encode(copyCache(question), row.prefix);
-          await readout.add({
-            cache,
-            tokens: row.reads.map((r) => r.token),
-            done: (p) => {
-              row.reads.forEach((r, k) => {
-                values[i]![r.label]! += Math.log(p[k]!);
-              });
-            },
-          });
+          await inLane(lane, () =>
+            readout.add({
+              cache,
+              tokens: row.reads.map((r) => r.token),
+              done: (p) => {
+                row.reads.forEach((r, k) => {
+                  values[i]![r.label]! += Math.log(p[k]!);
+                });
+              },
+            }),
+          );
         }
       }
-      await readout.flush();
+      await inLane(lane, () => readout.flush());
     });
     return {
       results: input.suffixes.map((_, i) => ({ logits: values[i]!, suffixTokens: suffixTokens[i]! })),
       prefixTokens: prefixIds.length,
       inputTokens,
     };
-  } finally {
-    engine.slots.release((performance.now() - admitted) / 1000);
-  }
+  });
 }
 
 async function runModel(engine: CanvasEngine, run: () => Promise<void>): Promise<void> {

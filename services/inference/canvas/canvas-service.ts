@@ -37,6 +37,7 @@ import type { CanvasScoreLimits } from "./canvas-score.js";
 import { InvalidRequest, PromptTooLong, ShuttingDown } from "../core/engine-errors.js";
 import { type EngineMetrics, recordTransfer } from "../core/metrics.js";
 import { SlotPool } from "../core/slots.js";
+import { DecisionShare } from "../score/decision-share.js";
 import type { Logger } from "../../../lib/logger.js";
 import { resolveMaxTokens } from "../../../lib/text-limits.js";
 
@@ -49,6 +50,8 @@ export interface CanvasEngine {
   images: CanvasImages | undefined;
   /** Generation slots and wait queue, as a mask model's (core/slots.ts): full means Overloaded (529). */
   slots: SlotPool;
+  /** Decision slots and wait queue, and one lane per client, as a mask model's (decision-share.ts). */
+  decisions: DecisionShare;
   /** The work cap and row cap of Score requests (canvas-score.ts). */
   scoreLimits: CanvasScoreLimits;
   /** The grammar settings of constrained replies (TESSERA_GRAMMAR_*), as a mask model's. */
@@ -110,6 +113,7 @@ export async function loadCanvasEngine(
     vision !== undefined && model.config.vision !== undefined
       ? new CanvasImages({ ...model, vision }, model.config.vision, options.imageLimits ?? DEFAULT_IMAGE_LIMITS)
       : undefined;
+  const decisions = new DecisionShare(name, options.slots, options.queue);
   let closed = false;
   return {
     name,
@@ -118,6 +122,7 @@ export async function loadCanvasEngine(
     decoder,
     images,
     slots,
+    decisions,
     scoreLimits: {
       maxWorkTokens: options.maxScoreWorkTokens ?? DEFAULT_MAX_SCORE_WORK_TOKENS,
       maxRowTokens: options.maxScoreRowTokens ?? DEFAULT_MAX_SCORE_ROW_TOKENS,
@@ -131,6 +136,7 @@ export async function loadCanvasEngine(
     close: async () => {
       closed = true;
       slots.rejectWaiting(new ShuttingDown(`model "${name}" is shutting down`));
+      decisions.slots.rejectWaiting(new ShuttingDown(`model "${name}" is shutting down`));
       await images?.close();
       await model.close();
     },

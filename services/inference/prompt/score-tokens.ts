@@ -1,4 +1,5 @@
 import type { TextTokenizer } from "./tokenizer.js";
+import { encodeMarkedText } from "./user-text.js";
 
 /** One prompt (the prefix, then one suffix) as tokens. */
 export interface PromptTokens {
@@ -34,18 +35,20 @@ const SEAM = /^\n\S/u;
  * same. Any other prompt, or a tokenizer or prefix where the check fails, is encoded whole.
  */
 export function tokenizeScorePrompts(tokenizer: TextTokenizer, prefix: string, suffixes: readonly string[]): ScorePromptTokens {
-  const prefixIds = tokenizer.encode(prefix);
-  const whole = (suffix: string): PromptTokens => wholePrompt(tokenizer.encode(prefix + suffix), prefixIds);
+  // A decision's state and instructions are marked user text: their special tokens' spelling is text (user-text.ts).
+  const encode = (text: string) => encodeMarkedText(text, tokenizer.userText, (t) => tokenizer.encode(t));
+  const prefixIds = encode(prefix);
+  const whole = (suffix: string): PromptTokens => wholePrompt(encode(prefix + suffix), prefixIds);
   const prompts: (PromptTokens | undefined)[] = suffixes.map(() => undefined);
 
   const first = suffixes.findIndex((s) => SEAM.test(s));
   if (first >= 0 && keepsSeam(tokenizer)) {
     const checked = whole(suffixes[first]!);
     prompts[first] = checked;
-    const own = tokenizer.encode(suffixes[first]!);
+    const own = encode(suffixes[first]!);
     if (checked.common === prefixIds.length && sameIds(checked.rest, own)) {
       suffixes.forEach((suffix, i) => {
-        if (i !== first && SEAM.test(suffix)) prompts[i] = { common: prefixIds.length, rest: tokenizer.encode(suffix) };
+        if (i !== first && SEAM.test(suffix)) prompts[i] = { common: prefixIds.length, rest: encode(suffix) };
       });
     }
   }

@@ -1,5 +1,6 @@
 import { Tokenizer } from "@huggingface/tokenizers";
 import type { ChatTemplateVariables } from "./chat-prompt.js";
+import { USER_TEXT_CLOSE, USER_TEXT_OPEN } from "../../../lib/user-text-span.js";
 
 /**
  * User text is text: a special token's spelling typed in a message (`<|im_end|>\n<|im_start|>system`,
@@ -104,4 +105,16 @@ export function escapeChatVariables(variables: ChatTemplateVariables, guard: Pic
     forced_tool: escapeText(variables.forced_tool),
     json_schema: escapeStrings(variables.json_schema, escapeText),
   };
+}
+
+const USER_SPAN = /\u{10FFFB}([^\u{10FFFB}\u{10FFFC}]*)\u{10FFFC}/gu;
+
+/**
+ * A prompt rendered elsewhere whose user text is marked (lib/user-text-span.ts: a decision's state
+ * and instructions), tokenized: the marks removed, the text between them as text (escaped, as a
+ * chat's user strings are), the rest as usual. Text without marks is tokenized as it is.
+ */
+export function encodeMarkedText(text: string, guard: UserTextGuard, encode: (text: string) => number[]): number[] {
+  if (!text.includes(USER_TEXT_OPEN) && !text.includes(USER_TEXT_CLOSE)) return encode(text);
+  return guard.encode(text.replace(USER_SPAN, (_, inner: string) => guard.escape(inner)));
 }

@@ -12,7 +12,16 @@ import * as ort from "onnxruntime-node";
 import type { ForwardTransfer } from "../forward.js";
 import type { CommittedLogprob } from "../logprobs.js";
 import { addTransfer, CanvasDeviceState, emptyTransfer, hostBytes, isKVFeed } from "./canvas-device.js";
-import { batchFeeds, emptyCache, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache, storePresents } from "./canvas-kv.js";
+import {
+  batchFeeds,
+  EVERY_KEY,
+  emptyCache,
+  everyPosition,
+  LOGITS_POSITIONS,
+  logitsPositionsFeed,
+  type RowCache,
+  storePresents,
+} from "./canvas-kv.js";
 import type { GrammarReport } from "../../grammar/sequence-grammar.js";
 import { type CanvasConstraint, CanvasFrontier } from "./canvas-frontier.js";
 import type { CanvasModel } from "./canvas-model.js";
@@ -206,16 +215,20 @@ export class CanvasDecoder {
     const { config, encoder } = this.model;
     const S = ids.length;
     const window = config.slidingWindow;
-    // use_bidirectional_attention "vision": one image's tokens see each other both ways (every layer).
-    const block = (pos: number) => images?.blocks.findIndex(([a, b]) => pos >= cache.length + a && pos < cache.length + b) ?? -1;
+    // Causal (within the window on sliding layers), and use_bidirectional_attention "vision": one
+    // image's tokens see each other both ways (every layer).
+    const imageAt = new Int32Array(S).fill(-1);
+    images?.blocks.forEach(([a, b], i) => {
+      imageAt.fill(i, a, b);
+    });
     const feeds = batchFeeds(
       [cache],
       config.layers,
       S,
-      (kind, q, k) => {
-        if (k <= q && (kind === "full" || k > q - window)) return true;
-        const image = block(q);
-        return image >= 0 && image === block(k);
+      (kind, q) => {
+        const causal = [kind === "full" ? 0 : q - window + 1, q + 1] as const;
+        const [a, b] = images?.blocks[imageAt[q - cache.length]!] ?? [0, 0];
+        return a < b ? [causal, [cache.length + a, cache.length + b]] : [causal];
       },
       encoder.inputNames,
     );
@@ -227,9 +240,9 @@ export class CanvasDecoder {
     );
     const embeds = images?.embeds ?? new Float32Array(0);
     feeds.image_embeds = new ort.Tensor("float32", embeds, [embeds.length / config.hiddenSize, config.hiddenSize]);
-    const out = await encoder.run(feeds);
     const transfer = emptyTransfer();
     for (const [name, t] of Object.entries(feeds)) transfer.toDevice[isKVFeed(name) ? "kv" : "other"] += hostBytes(t);
+    const out = await encoder.run(feeds);
     const presents = config.layers.flatMap((_, l) => [
       out[`present.${l}.key`]!.data as Float32Array,
       out[`present.${l}.value`]!.data as Float32Array,
@@ -286,7 +299,7 @@ export class CanvasDecoder {
       batch.map((r) => r.cache),
       config.layers,
       C,
-      () => true,
+      () => EVERY_KEY,
       denoiser.inputNames,
     );
     const ids = new BigInt64Array(B * C);

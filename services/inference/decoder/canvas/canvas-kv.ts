@@ -4,6 +4,7 @@
  * `sliding_window - 1` positions (docs/model-contract.md, "encoder.onnx").
  */
 import * as ort from "onnxruntime-node";
+import { handOver } from "../../onnx/onnx-worker-session.js";
 import type { CanvasLayer } from "./canvas-model.js";
 
 export const NEG = -1e9;
@@ -77,6 +78,12 @@ export function storePresents(
   cache.length += added;
 }
 
+/** Absolute key positions [from, to) a query sees. */
+export type KeySpan = readonly [number, number];
+
+/** Every key: the denoiser's canvas and a readout see the whole past and the whole canvas. */
+export const EVERY_KEY: readonly KeySpan[] = [[0, Number.POSITIVE_INFINITY]];
+
 function pastLength(caches: readonly RowCache[], l: number): number {
   return Math.max(0, ...caches.map((c) => c.layers[l]!.length));
 }
@@ -84,17 +91,21 @@ function pastLength(caches: readonly RowCache[], l: number): number {
 /**
  * The past tensors of a batch (each row right-padded to the longest, padded slots blocked by
  * the masks) and the two additive masks for `queries` new positions per row.
- * `allowed(row, queryPos, keyPos)` says which real key a query sees; the new positions (the
- * last `queries` keys) are always real and follow the same rule. A mask is built only where the
+ * `allowed(kind, queryPos)` gives the spans [from, to) of absolute key positions a query sees
+ * (spans may overlap; a mask row is filled span by span, not key by key, so a prompt of
+ * thousands of tokens costs the event loop little); the new positions (the last `queries` keys)
+ * are always real and follow the same rule. A mask is built only where the
  * graph declares it (`inputNames`): a pattern without sliding (or full) layers has no use for
  * its mask, and the exporter drops a mask whose every use is dead code (the encoder's full mask
  * where the only full layer is the last: that layer's attention output is never read).
+ * Every array is fresh and handed over (onnx-worker-session.ts): a session on a worker thread
+ * takes it without a copy on the event loop, and it is empty once run; count its bytes before.
  */
 export function batchFeeds(
   caches: readonly RowCache[],
   layers: readonly CanvasLayer[],
   queries: number,
-  allowed: (kind: "full" | "sliding", queryPos: number, keyPos: number) => boolean,
+  allowed: (kind: "full" | "sliding", queryPos: number) => readonly KeySpan[],
   inputNames: readonly string[],
 ): Record<string, ort.Tensor> {
   const B = caches.length;
@@ -109,7 +120,7 @@ export function batchFeeds(
         const p = c.layers[l]!.length;
         for (let h = 0; h < kv; h++) out.set(src.subarray(h * p * d, (h + 1) * p * d), (b * kv + h) * P * d);
       });
-      feeds[`past_key_values.${l}.${j === 0 ? "key" : "value"}`] = new ort.Tensor("float32", out, [B, kv, P, d]);
+      feeds[`past_key_values.${l}.${j === 0 ? "key" : "value"}`] = new ort.Tensor("float32", handOver(out), [B, kv, P, d]);
     }
   });
   for (const kind of ["full", "sliding"] as const) {
@@ -122,13 +133,19 @@ export function batchFeeds(
       const held = l < 0 ? 0 : c.layers[l]!.length;
       const first = c.length - held; // absolute position of the row's first held key
       for (let q = 0; q < queries; q++) {
-        const qPos = c.length + q;
         const base = (b * queries + q) * T;
-        for (let k = 0; k < held; k++) if (allowed(kind, qPos, first + k)) mask[base + k] = 0;
-        for (let k = 0; k < queries; k++) if (allowed(kind, qPos, c.length + k)) mask[base + P + k] = 0;
+        for (const [from, to] of allowed(kind, c.length + q)) {
+          // The held keys' columns, then the new positions' (after the padded past).
+          const heldFrom = Math.max(from, first);
+          const heldTo = Math.min(to, c.length);
+          if (heldFrom < heldTo) mask.fill(0, base + heldFrom - first, base + heldTo - first);
+          const newFrom = Math.max(from, c.length);
+          const newTo = Math.min(to, c.length + queries);
+          if (newFrom < newTo) mask.fill(0, base + P + newFrom - c.length, base + P + newTo - c.length);
+        }
       }
     });
-    feeds[`${kind}_attention_mask`] = new ort.Tensor("float32", mask, [B, 1, queries, T]);
+    feeds[`${kind}_attention_mask`] = new ort.Tensor("float32", handOver(mask), [B, 1, queries, T]);
   }
   return feeds;
 }

@@ -12,7 +12,7 @@ import { BoundedTemplate } from "../../../../lib/bounded-template.js";
 import type * as ort from "onnxruntime-node";
 import type { Logger } from "../../../../lib/logger.js";
 import { type ChatSpecialTokens, parseSpecialTokens } from "../../core/model-config.js";
-import { type ExecutionProvider, openSession } from "../../onnx/onnx-session.js";
+import { type ExecutionProvider, openSession, ortWorkerDefault } from "../../onnx/onnx-session.js";
 import { maxTokenBytes } from "../../prompt/text-ops.js";
 import { createTextTokenizer, type TextTokenizer } from "../../prompt/tokenizer.js";
 import { downloadGraph } from "../../onnx/onnx-kv-graphs.js";
@@ -198,10 +198,11 @@ export async function loadCanvasModel(dir: string, options: CanvasModelOptions =
     const v = tokenizerConfig[key];
     return typeof v === "string" ? v : typeof v === "object" && v !== null ? String((v as { content?: unknown }).content ?? "") : "";
   };
-  // On the engine's thread (no worker): a gpu-buffer tensor lives in the thread that made it.
+  // On the CPU each session runs on a worker thread, so a forward does not hold the event loop
+  // (TESSERA_ORT_WORKER, as for mask models); WebGPU's stay on the engine's thread (a gpu-buffer
+  // tensor lives in the thread that made it), which openSession sees to.
   const open = (file: string, deviceOutputs: readonly string[] = []) =>
     openSession(path.join(root, file), {
-      worker: false,
       deviceOutputs,
       ...(options.executionProviders !== undefined ? { executionProviders: options.executionProviders } : {}),
       ...(options.intraOpThreads ? { intraOpThreads: options.intraOpThreads } : {}),
@@ -212,17 +213,13 @@ export async function loadCanvasModel(dir: string, options: CanvasModelOptions =
   const { session: denoiser, executionProviders, openDeviceGraph } = opened;
   // The encoder and vision graphs follow the denoiser (a fallback there is a fallback for all).
   const openOnSame = async (file: string) =>
-    executionProviders[0] === "cpu"
-      ? (await openSession(path.join(root, file), { worker: false, ...cpuOptions(options) })).session
-      : (await open(file)).session;
+    executionProviders[0] === "cpu" ? (await openSession(path.join(root, file), cpuOptions(options))).session : (await open(file)).session;
   const encoder = await openOnSame("encoder.onnx");
   // One intra-op thread on the CPU: its runs are ~1M logits, where more threads measured slower (bench/canvas-sampler.ts).
-  const sampler = await GraphSampler.create(
-    config.vocabSize,
+  const sampler =
     executionProviders[0] === "cpu"
-      ? { executionProviders: ["cpu"], intraOpNumThreads: 1 }
-      : { executionProviders: [executionProviders[0]!] },
-  );
+      ? await GraphSampler.create(config.vocabSize, { executionProviders: ["cpu"], intraOpNumThreads: 1 }, ortWorkerDefault())
+      : await GraphSampler.create(config.vocabSize, { executionProviders: [executionProviders[0]!] });
   let device: CanvasModel["device"];
   const toDevice = openDeviceGraph === undefined ? undefined : await openDeviceGraph(downloadGraph(), ["out"]);
   const toHost = openDeviceGraph === undefined ? undefined : await openDeviceGraph(downloadGraph(), []);

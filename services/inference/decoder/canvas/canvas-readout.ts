@@ -9,7 +9,7 @@
  * at position 0 only (`[B, 1, V]` logits instead of `[B, C, V]`).
  */
 import * as ort from "onnxruntime-node";
-import { batchFeeds, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache } from "./canvas-kv.js";
+import { batchFeeds, EVERY_KEY, everyPosition, LOGITS_POSITIONS, logitsPositionsFeed, type RowCache } from "./canvas-kv.js";
 import type { CanvasConfig, CanvasModel } from "./canvas-model.js";
 import { seededDraws } from "./canvas-decoder.js";
 import { canceled } from "../../core/slots.js";
@@ -137,7 +137,7 @@ export class FirstTokenReadout {
       rows.map((r) => r.cache),
       config.layers,
       C,
-      () => true,
+      () => EVERY_KEY,
       denoiser.inputNames,
     );
     const ids = new BigInt64Array(B * C);

@@ -10,6 +10,8 @@ import * as ort from "onnxruntime-node";
 import type { TokenChoice } from "../logprobs.js";
 import type { ProcessedRow } from "./sampler.js";
 import { logprobGraph, samplerGraph } from "./sampler-graphs.js";
+import { sessionHostReady } from "../../onnx/onnx-host-client.js";
+import { WorkerSession } from "../../onnx/onnx-worker-session.js";
 
 /** Logits per sampler run on the CPU: 4 positions of the 26B's vocabulary (4 MiB of float32). */
 const CHUNK_ELEMENTS = 2 ** 20;
@@ -27,13 +29,21 @@ export class GraphSampler {
     readonly vocab: number,
   ) {}
 
-  /** The graphs for a model of `vocab` tokens, on the sessions' execution provider (the CPU unless `sessionOptions` say). */
+  /**
+   * The graphs for a model of `vocab` tokens, on the sessions' execution provider (the CPU unless
+   * `sessionOptions` say); with `onWorker` each on a worker thread (onnx-worker-session.ts), so
+   * its runs do not hold the event loop (CPU only: a device tensor lives in the thread that made it).
+   */
   static async create(
     vocab: number,
     sessionOptions: ort.InferenceSession.SessionOptions = { executionProviders: ["cpu"] },
+    onWorker = false,
   ): Promise<GraphSampler> {
-    const sampler = await ort.InferenceSession.create(samplerGraph(vocab), sessionOptions);
-    const readout = await ort.InferenceSession.create(logprobGraph(), sessionOptions);
+    if (onWorker) await sessionHostReady();
+    const open = (graph: Uint8Array) =>
+      onWorker ? WorkerSession.open(graph, sessionOptions) : ort.InferenceSession.create(graph, sessionOptions);
+    const sampler = await open(samplerGraph(vocab));
+    const readout = await open(logprobGraph());
     return new GraphSampler(sampler, readout, vocab);
   }
 
