@@ -3,7 +3,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { renderConfigurationDoc } from "../../lib/config-docs/render.js";
 import { CONFIG_FILE_ENV } from "../../lib/config.js";
-import { SETTINGS } from "../../lib/config-settings.js";
+import { SETTINGS } from "../../lib/config-settings/index.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 
