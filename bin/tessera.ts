@@ -3,7 +3,7 @@ import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { AccountingService } from "../gen/tessera/accounting/v1/accounting_pb.js";
-import { ConfigError, loadConfig, settingsHelp } from "../lib/config.js";
+import { ConfigError, loadConfig, settingInEnvironment, settingsHelp } from "../lib/config.js";
 import { createLogger } from "../lib/logger.js";
 import { localClient } from "../lib/service-mount.js";
 import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
@@ -141,7 +141,7 @@ async function keys(args: string[]): Promise<number> {
     dataDir: config.storage.dataDir,
     logger,
     defaultRequestsPerMinute: config.accounting.defaultRequestsPerMinute,
-    serverDefaults: process.env.TESSERA_DEFAULT_RPM === undefined,
+    serverDefaults: !settingInEnvironment("accounting", "defaultRequestsPerMinute"),
   });
   try {
     const client = localClient(AccountingService, accounting.routes, "router");

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, SETTINGS, loadConfig, settingsHelp } from "./config.js";
+import { ConfigError, SETTINGS, loadConfig, readSetting, settingInEnvironment, settingsHelp } from "./config.js";
 
 function problems(env: Record<string, string>): string[] {
   try {
@@ -117,6 +117,16 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ env: { TESSERA_CONFIG: file } })).toThrow(/unknown setting "TESSERA_PROT"/);
     writeFileSync(file, "{ not json");
     expect(() => loadConfig({ env: { TESSERA_CONFIG: file } })).toThrow(ConfigError);
+  });
+
+  it("reads one setting from the environment through its entry, and says whether the environment gives it", () => {
+    expect(readSetting("engine", "ortWorker", {})).toBe(true);
+    expect(readSetting("engine", "ortWorker", { TESSERA_ORT_WORKER: "off" })).toBe(false);
+    expect(() => readSetting("engine", "ortWorker", { TESSERA_ORT_WORKER: "maybe" })).toThrow(
+      /TESSERA_ORT_WORKER \(environment\): must be on or off/,
+    );
+    expect(settingInEnvironment("accounting", "defaultRequestsPerMinute", {})).toBe(false);
+    expect(settingInEnvironment("accounting", "defaultRequestsPerMinute", { TESSERA_DEFAULT_RPM: "60" })).toBe(true);
   });
 
   it("documents every setting in the help", () => {

@@ -87,6 +87,40 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   return config as unknown as Config;
 }
 
+function listed<S extends SectionName>(section: S, key: keyof Config[S] & string) {
+  const setting = SETTINGS.find((s) => s.section === section && s.key === key);
+  if (setting === undefined) throw new Error(`no setting ${section}.${key}`);
+  return setting;
+}
+
+/**
+ * One setting from the environment alone (no TESSERA_CONFIG file), else its default: for what
+ * is process-wide before any configuration is handed down (onnx-session.ts's worker default).
+ */
+export function readSetting<S extends SectionName, K extends keyof Config[S] & string>(
+  section: S,
+  key: K,
+  env: NodeJS.ProcessEnv = process.env,
+): Config[S][K] {
+  const setting = listed(section, key);
+  const raw = env[setting.env] ?? setting.fallback;
+  if (raw === undefined) return undefined as Config[S][K];
+  try {
+    return setting.parse(raw, process.cwd()) as Config[S][K];
+  } catch (err) {
+    throw new ConfigError([`${setting.env} (${env[setting.env] === undefined ? "default" : "environment"}): ${(err as Error).message}`]);
+  }
+}
+
+/** Whether the environment gives this setting (rather than leaving it to its default). */
+export function settingInEnvironment<S extends SectionName>(
+  section: S,
+  key: keyof Config[S] & string,
+  env: NodeJS.ProcessEnv = process.env,
+): boolean {
+  return env[listed(section, key).env] !== undefined;
+}
+
 /** The settings as `--help` prints them: name, default, meaning. */
 export function settingsHelp(): string {
   const width = Math.max(...SETTINGS.map((s) => s.env.length), CONFIG_FILE_ENV.length);

@@ -29,6 +29,10 @@ A new setting is one entry plus its consumer:
    port's, the inference worker's limits and engine) reaches its consumer without further
    wiring when the key is named as the consumer's option.
 3. Run \`npm run docs:config\` to regenerate this page.
+
+Only the settings table reads \`TESSERA_\` variables (\`test/docs/settings-only-reader.test.ts\`
+fails on any other reader); code that needs a setting before any configuration is handed down
+reads it through its entry (\`readSetting\` in \`lib/config.ts\`).
 `;
 
 function cell(text: string): string {
