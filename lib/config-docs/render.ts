@@ -32,7 +32,10 @@ A new setting is one entry plus its consumer:
 
 Only the settings table reads \`TESSERA_\` variables (\`test/docs/settings-only-reader.test.ts\`
 fails on any other reader); code that needs a setting before any configuration is handed down
-reads it through its entry (\`readSetting\` in \`lib/config.ts\`).
+reads it through its entry (\`readSetting\` in \`lib/config.ts\`). To set it from the Helm
+chart, add it under a component's \`env:\` in \`deploy/helm/tessera/values.yaml\`:
+\`test/deploy/helm-settings.test.ts\` checks that every variable the chart sets is in the table
+and that every value the chart sets or renders is one its parser accepts.
 `;
 
 function cell(text: string): string {
@@ -53,7 +56,14 @@ export function renderConfigurationDoc(): string {
   const file = [
     "## The settings file",
     "",
-    ...table([{ env: CONFIG_FILE_ENV, fallback: undefined, help: "JSON file with any of the settings below, keyed by the same names.", parse: String }]),
+    ...table([
+      {
+        env: CONFIG_FILE_ENV,
+        fallback: undefined,
+        help: "JSON file with any of the settings below, keyed by the same names.",
+        parse: String,
+      },
+    ]),
   ].join("\n");
   return `${HEADER}\n${file}\n\n${sections.join("\n\n")}\n`;
 }
