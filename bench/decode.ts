@@ -20,8 +20,8 @@ import { selectPolicy } from "../services/inference/decoder/policies/select.js";
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { createModelRuntime } from "../services/inference/engine/runtime.js";
 import { loadModelDir, type ModelDir } from "../services/inference/engine/model-dir.js";
-import { recordingRunner } from "../support/recording-runner.js";
-import { TINY_MODEL_DIR } from "../support/tiny-model.js";
+import { recordingRunner } from "../test/helpers/recording-runner.js";
+import { TINY_MODEL_DIR } from "../test/helpers/tiny-model.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BUNDLED_DIR = path.join(ROOT, "models", "tessera-bd-small");

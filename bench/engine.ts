@@ -15,8 +15,8 @@ import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { createModelRuntime, type ModelRuntime } from "../services/inference/engine/runtime.js";
 import { loadModelDir, type ModelDir } from "../services/inference/engine/model-dir.js";
 import { openSession } from "../services/inference/onnx/onnx-session.js";
-import { type RecordedForward, recordingRunner } from "../support/recording-runner.js";
-import { TINY_MODEL_DIR } from "../support/tiny-model.js";
+import { type RecordedForward, recordingRunner } from "../test/helpers/recording-runner.js";
+import { TINY_MODEL_DIR } from "../test/helpers/tiny-model.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BUNDLED_DIR = path.join(ROOT, "models", "tessera-bd-small");

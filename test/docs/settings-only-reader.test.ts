@@ -10,22 +10,18 @@ import { describe, expect, it } from "vitest";
 const root = path.resolve(import.meta.dirname, "../..");
 
 /** The folders of the project's TypeScript and JavaScript (not node_modules, dist, training). */
-const SOURCE_ROOTS = ["bin", "gen", "gateway", "services", "lib", "bench", "web", "scripts", "support", "test"];
+const SOURCE_ROOTS = ["bin", "gen", "gateway", "services", "lib", "bench", "web", "scripts", "test"];
 const SOURCE = /\.(ts|tsx|mts|cts|js|mjs|cjs)$/;
 
 /** Where reading TESSERA_ variables is allowed: the table and its loader, tests and their helpers. */
 function allowed(file: string): boolean {
   return (
-    file.startsWith("lib/config-settings/") ||
-    file === "lib/config.ts" ||
-    /\.test\.[cm]?[jt]sx?$/.test(file) ||
-    file.startsWith("test/") ||
-    file.startsWith("support/")
+    file.startsWith("lib/config-settings/") || file === "lib/config.ts" || /\.test\.[cm]?[jt]sx?$/.test(file) || file.startsWith("test/")
   );
 }
 
 /** Reads of a TESSERA_ variable in source text: `env.TESSERA_X`, `env["TESSERA_X"]`, `const { TESSERA_X } = process.env`. */
-export function tesseraReads(text: string): string[] {
+function tesseraReads(text: string): string[] {
   const reads = [...text.matchAll(/\benv\s*(?:\?\.\s*|\.\s*|(?:\?\.)?\[\s*["'`])(TESSERA_\w+)/g)].map((m) => m[1]!);
   for (const m of text.matchAll(/\{([^{}]*)\}\s*=\s*(?:process\.)?env\b/g)) {
     reads.push(...(m[1]!.match(/\bTESSERA_\w+/g) ?? []));
