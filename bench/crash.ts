@@ -8,8 +8,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { TINY_MODEL_DIR } from "../support/tiny-model.js";
-import { crashTrials, createKey, writeCatalog } from "../support/hostile.js";
+import { TINY_MODEL_DIR } from "../test/helpers/tiny-model.js";
+import { crashTrials, createKey, writeCatalog } from "../test/helpers/hostile.js";
 
 const { values } = parseArgs({ options: { trials: { type: "string", default: "20" } } });
 const count = Number(values.trials);

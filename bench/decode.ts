@@ -8,9 +8,9 @@
 // the time of a 64-token reply under the model's default policy (its config.json's). Then the same on the tiny model.
 //
 //   npx tsx bench/decode.ts [model-dir …]       (default: models/tessera-bd-small, then the tiny model)
-//   TESSERA_BENCH_POLICIES='spec;spec'          policies to run (sequential is always run first)
-//   TESSERA_BENCH_PROMPTS=N                     only the first N prompts
-//   TESSERA_BENCH_THREADS=N                     ONNX Runtime intra-op threads (default: its own)
+//   BENCH_POLICIES='spec;spec'                  policies to run (sequential is always run first)
+//   BENCH_PROMPTS=N                             only the first N prompts
+//   BENCH_THREADS=N                             ONNX Runtime intra-op threads (default: its own)
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,17 +20,17 @@ import { selectPolicy } from "../services/inference/decoder/policies/select.js";
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { createModelRuntime } from "../services/inference/engine/runtime.js";
 import { loadModelDir, type ModelDir } from "../services/inference/engine/model-dir.js";
-import { recordingRunner } from "../support/recording-runner.js";
-import { TINY_MODEL_DIR } from "../support/tiny-model.js";
+import { recordingRunner } from "../test/helpers/recording-runner.js";
+import { TINY_MODEL_DIR } from "../test/helpers/tiny-model.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BUNDLED_DIR = path.join(ROOT, "models", "tessera-bd-small");
-const THREADS = Number(process.env.TESSERA_BENCH_THREADS ?? 0);
+const THREADS = Number(process.env.BENCH_THREADS ?? 0);
 const MAX_TOKENS = 160;
 const AGREEMENT = 0.9;
 
 const POLICIES = (
-  process.env.TESSERA_BENCH_POLICIES ??
+  process.env.BENCH_POLICIES ??
   [
     "threshold(0.9)",
     "threshold(0.8)",
@@ -83,7 +83,7 @@ const PROMPTS: Prompt[] = [
   ].map(([x, y]) => ({ content: `Is a ${x} a kind of ${y}?` })),
   ...["quickly", "mountain"].map((w) => ({ content: `What part of speech is "${w}"?` })),
   ...["apple", "teacher", "freedom", "storm"].map((w) => ({ content: `What does "${w}" mean? Answer in JSON.`, json: true })),
-].slice(0, Number(process.env.TESSERA_BENCH_PROMPTS ?? 1e9));
+].slice(0, Number(process.env.BENCH_PROMPTS ?? 1e9));
 
 /** Prompts whose replies may run long: the first one that reaches 64 tokens is the 64-token figure. */
 const LONG = [

@@ -6,7 +6,7 @@
 //
 //   npx tsx bench/engine.ts [model-dir …]     (default: the tiny test model, and
 //                                              models/tessera-bd-small when it exists)
-//   TESSERA_BENCH_THREADS=N                    ONNX Runtime intra-op threads (default: its own)
+//   BENCH_THREADS=N                            ONNX Runtime intra-op threads (default: its own)
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,14 +15,14 @@ import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { createModelRuntime, type ModelRuntime } from "../services/inference/engine/runtime.js";
 import { loadModelDir, type ModelDir } from "../services/inference/engine/model-dir.js";
 import { openSession } from "../services/inference/onnx/onnx-session.js";
-import { type RecordedForward, recordingRunner } from "../support/recording-runner.js";
-import { TINY_MODEL_DIR } from "../support/tiny-model.js";
+import { type RecordedForward, recordingRunner } from "../test/helpers/recording-runner.js";
+import { TINY_MODEL_DIR } from "../test/helpers/tiny-model.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BUNDLED_DIR = path.join(ROOT, "models", "tessera-bd-small");
 const CONCURRENT = 8;
 /** ONNX Runtime intra-op threads (0: its default, one per physical core). */
-const THREADS = Number(process.env.TESSERA_BENCH_THREADS ?? 0);
+const THREADS = Number(process.env.BENCH_THREADS ?? 0);
 const REPEATS = 5;
 const PREFILL_PROMPT_TOKENS = 1000;
 
@@ -349,7 +349,7 @@ export async function run(dirs: string[] = []): Promise<void> {
     prefills.push(result.prefill);
   }
   const threads = THREADS > 0 ? String(THREADS) : "ONNX Runtime's default";
-  console.log(`threshold 0.9, best of ${REPEATS} runs each, ONNX Runtime on the CPU, intra-op threads: ${threads} (TESSERA_BENCH_THREADS)`);
+  console.log(`threshold 0.9, best of ${REPEATS} runs each, ONNX Runtime on the CPU, intra-op threads: ${threads} (BENCH_THREADS)`);
   console.log("ms/step: engine wall time per forward; of which run: inside session.run in that run;");
   console.log(
     "bare ms/step: the same forwards replayed on a plain session of the model file (logits fetched); overhead = ms/step / bare - 1",

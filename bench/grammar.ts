@@ -20,7 +20,7 @@ import type { GrammarSpec } from "../services/inference/grammar/grammar-spec.js"
 import { ModelGrammars } from "../services/inference/grammar/model-grammars.js";
 import { loadModelPool } from "../services/inference/engine/model-pool.js";
 import { createInferenceService } from "../services/inference/service.js";
-import { TINY_MODEL_DIR } from "../support/tiny-model.js";
+import { TINY_MODEL_DIR } from "../test/helpers/tiny-model.js";
 import { REAL_WORLD_SCHEMAS } from "./_grammar-schemas.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

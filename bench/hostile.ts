@@ -32,8 +32,8 @@ import {
   rssOf,
   smallDecisionBody,
   wideDecisionBody,
-} from "../support/hostile.js";
-import { requestFrom, startSlowBodyFlood } from "../support/slow-bodies.js";
+} from "../test/helpers/hostile.js";
+import { requestFrom, startSlowBodyFlood } from "../test/helpers/slow-bodies.js";
 
 const MiB = 1024 * 1024;
 

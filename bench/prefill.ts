@@ -13,7 +13,7 @@ import { buildPolicy } from "../services/inference/decoder/policies/registry.js"
 import { StopMatcher } from "../services/inference/decoder/reply-text.js";
 import { loadModelDir } from "../services/inference/engine/model-dir.js";
 import { createModelRuntime } from "../services/inference/engine/runtime.js";
-import { recordingRunner } from "../support/recording-runner.js";
+import { recordingRunner } from "../test/helpers/recording-runner.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({

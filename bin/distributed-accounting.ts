@@ -27,15 +27,19 @@ export interface DistributedAccounting {
  * and the bootstrap key.
  */
 export async function startDistributedAccounting(config: Config, nats: NatsLink, logger: Logger): Promise<DistributedAccounting> {
-  const store = createNatsStore(nats.nc, { replicas: config.natsReplicas, timeoutMs: config.natsTimeoutMs, connected: nats.connected });
+  const store = createNatsStore(nats.nc, {
+    replicas: config.cluster.natsReplicas,
+    timeoutMs: config.cluster.natsTimeoutMs,
+    connected: nats.connected,
+  });
   const routes = accountingRoutes({
     store,
     logger,
-    defaultRequestsPerMinute: config.defaultRequestsPerMinute,
+    defaultRequestsPerMinute: config.accounting.defaultRequestsPerMinute,
   });
   const client = localClient(AccountingService, routes);
   await retryWhileStarting(
-    () => ensureUsageStream(nats.nc, { replicas: config.natsReplicas, ackWaitMs: config.usageAckWaitMs }),
+    () => ensureUsageStream(nats.nc, { replicas: config.cluster.natsReplicas, ackWaitMs: config.accounting.usageAckWaitMs }),
     logger,
     "usage stream",
   );
@@ -60,21 +64,21 @@ export async function startDistributedAccounting(config: Config, nats: NatsLink,
   );
   // Several replicas start at once and logs are collected: no key is generated and printed
   // here (unlike the embedded first start); TESSERA_BOOTSTRAP_KEY, when set, is made to exist.
-  if (config.bootstrapKey !== undefined) {
+  if (config.accounting.bootstrapKey !== undefined) {
     await retryWhileStarting(
-      () => ensureFirstKey({ accounting: client, bootstrapKey: config.bootstrapKey, out: process.stdout, logger }),
+      () => ensureFirstKey({ accounting: client, bootstrapKey: config.accounting.bootstrapKey, out: process.stdout, logger }),
       logger,
       "bootstrap key",
     );
   } else {
     logger.info("no TESSERA_BOOTSTRAP_KEY: create keys with `tessera keys create` (TESSERA_ACCOUNTING_URL and TESSERA_ADMIN_TOKEN set)");
   }
-  if (config.adminToken === undefined) {
+  if (config.cluster.adminToken === undefined) {
     logger.warn("TESSERA_ADMIN_TOKEN is not set: accounting's admin RPCs (keys, limits, usage) are refused on its port");
   }
   const sweep = startSweeping(
     createGatewaySweep(openBuckets(store, SETTLED_RETENTION_MS), gatewayInstances(store), logger),
-    config.gatewaySweepIntervalMs,
+    config.accounting.gatewaySweepIntervalMs,
     logger,
   );
   return {

@@ -66,7 +66,7 @@ const USAGE_FLUSH_MS = 5_000;
 export function distributedConfigProblems(config: Config, services: readonly ServiceName[]): string[] {
   const has = (name: ServiceName) => services.includes(name);
   const problems: string[] = [];
-  if (config.natsUrl === undefined) {
+  if (config.cluster.natsUrl === undefined) {
     problems.push(`TESSERA_NATS_URL: distributed mode (tessera serve ${services.join(" ")}) needs NATS, e.g. nats://127.0.0.1:4222`);
   }
   const need = (service: ServiceName, setting: string, urls: readonly string[], by: string) => {
@@ -74,11 +74,11 @@ export function distributedConfigProblems(config: Config, services: readonly Ser
       problems.push(`${setting}: the ${by} needs the ${service} service; run it in this process or give its Connect URL`);
   };
   if (has("gateway")) {
-    need("accounting", "TESSERA_ACCOUNTING_URL", config.accountingUrls, "gateway");
-    need("registry", "TESSERA_REGISTRY_URL", config.registryUrls, "gateway");
-    need("decision", "TESSERA_DECISION_URL", config.decisionUrls, "gateway");
+    need("accounting", "TESSERA_ACCOUNTING_URL", config.cluster.accountingUrls, "gateway");
+    need("registry", "TESSERA_REGISTRY_URL", config.cluster.registryUrls, "gateway");
+    need("decision", "TESSERA_DECISION_URL", config.cluster.decisionUrls, "gateway");
   }
-  if (has("decision")) need("registry", "TESSERA_REGISTRY_URL", config.registryUrls, "decision service");
+  if (has("decision")) need("registry", "TESSERA_REGISTRY_URL", config.cluster.registryUrls, "decision service");
   return problems;
 }
 
@@ -101,17 +101,17 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
   const services = SERVICE_NAMES.filter((name) => options.services.includes(name));
   const has = (name: ServiceName) => services.includes(name);
   const problems = distributedConfigProblems(config, services);
-  if (problems.length > 0 || config.natsUrl === undefined) throw new ConfigError(problems);
-  const natsUrl = config.natsUrl;
+  if (problems.length > 0 || config.cluster.natsUrl === undefined) throw new ConfigError(problems);
+  const natsUrl = config.cluster.natsUrl;
 
   const metrics = options.metrics ?? createMetrics();
-  const catalog = once(() => servedCatalog(config.modelsConfig, config.dataDir));
+  const catalog = once(() => servedCatalog(config.storage.modelsConfig, config.storage.dataDir));
   // A bad models config fails the start before anything connects.
   if (has("registry") || has("inference")) catalog();
   const cleanups = createCleanups(logger);
 
   try {
-    const nats = await connectNats({ url: natsUrl, name: `tessera ${services.join("+")} ${config.workerId}`, logger });
+    const nats = await connectNats({ url: natsUrl, name: `tessera ${services.join("+")} ${config.cluster.workerId}`, logger });
     cleanups.add("nats", () => nats.close());
     const readiness: ReadinessCheck[] = [{ name: "nats", check: () => nats.connected() || "NATS is unreachable" }];
     const workers = once(() => {
@@ -140,7 +140,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
     const registry = once(() =>
       registryMount !== undefined
         ? localClient(RegistryService, registryMount)
-        : createClient(RegistryService, serviceTransport(config.registryUrls, { timeoutMs: CONTROL_CALL_TIMEOUT_MS })),
+        : createClient(RegistryService, serviceTransport(config.cluster.registryUrls, { timeoutMs: CONTROL_CALL_TIMEOUT_MS })),
     );
 
     // Inference: the model pool of this worker; announced once the port is known.
@@ -153,7 +153,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
     const inferenceFor = once(() =>
       createInferenceRouter({
         workers: workers(),
-        transportFor: workerTransports(config.workerId, worker && localTransport(worker.routes)),
+        transportFor: workerTransports(config.cluster.workerId, worker && localTransport(worker.routes)),
       }),
     );
 
@@ -165,19 +165,19 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
     const decision = once(() =>
       decisionMount !== undefined
         ? localClient(DecisionService, decisionMount)
-        : createClient(DecisionService, serviceTransport(config.decisionUrls)),
+        : createClient(DecisionService, serviceTransport(config.cluster.decisionUrls)),
     );
 
     let server: { url: string; port: number; close(): Promise<void> };
     if (has("gateway")) {
-      const usage = retryingUsageSink(natsUsageSink(nats.nc, { timeoutMs: config.natsTimeoutMs, connected: nats.connected }), {
+      const usage = retryingUsageSink(natsUsageSink(nats.nc, { timeoutMs: config.cluster.natsTimeoutMs, connected: nats.connected }), {
         logger: logger.child({ component: "usage" }),
       });
       cleanups.add("usage flush", () => usage.flush(USAGE_FLUSH_MS));
       // Announced before the port opens: accounting's sweep takes a gateway without a heartbeat for dead.
       const heartbeatStore = createNatsStore(nats.nc, {
-        replicas: config.natsReplicas,
-        timeoutMs: config.natsTimeoutMs,
+        replicas: config.cluster.natsReplicas,
+        timeoutMs: config.cluster.natsTimeoutMs,
         connected: nats.connected,
       });
       const heartbeat = await startGatewayHeartbeat(gatewayInstances(heartbeatStore), logger.child({ component: "gateway heartbeat" }));
@@ -206,17 +206,17 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
       server = gateway;
     } else {
       const started = await startServiceServer({
-        host: config.host,
-        port: config.port,
+        host: config.server.host,
+        port: config.server.port,
         routes: mountAll(local),
         interceptors: has("accounting")
-          ? [accountingAuthInterceptor({ adminToken: config.adminToken, internalToken: config.internalToken })]
+          ? [accountingAuthInterceptor({ adminToken: config.cluster.adminToken, internalToken: config.cluster.internalToken })]
           : [],
         readiness,
         metrics,
         logger,
       });
-      server = { url: started.url, port: started.port, close: () => started.close(config.shutdownTimeoutMs) };
+      server = { url: started.url, port: started.port, close: () => started.close(config.server.shutdownTimeoutMs) };
     }
     // Stopped first, so that nothing new arrives while the rest shuts down.
     cleanups.add("server", () => server.close());
@@ -224,11 +224,13 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
 
     // A worker inside a gateway's process is that gateway's alone: its port is the public API.
     const advertisedUrl =
-      worker === undefined ? undefined : (config.advertiseUrl ?? (has("gateway") ? "" : `http://${advertisedHost(config.host)}:${port}`));
+      worker === undefined
+        ? undefined
+        : (config.cluster.advertiseUrl ?? (has("gateway") ? "" : `http://${advertisedHost(config.server.host)}:${port}`));
     if (worker !== undefined && advertisedUrl !== undefined) {
       const { pool } = worker;
       const beats = startHeartbeats(workers(), () => ({
-        id: config.workerId,
+        id: config.cluster.workerId,
         address: advertisedUrl,
         models: [...pool.servingIds],
         slotsTotal: pool.slotsTotal,
@@ -238,7 +240,7 @@ export async function startDistributed(options: DistributedOptions): Promise<Dis
     }
 
     logger.info(
-      { url, services, advertisedUrl, nats: redactUrl(natsUrl), workerId: has("inference") ? config.workerId : undefined },
+      { url, services, advertisedUrl, nats: redactUrl(natsUrl), workerId: has("inference") ? config.cluster.workerId : undefined },
       "tessera listening",
     );
 
@@ -270,18 +272,21 @@ async function startWorker(config: Config, catalog: ReturnType<typeof loadCatalo
   const served = servedModels(catalog, logger);
   if (served.length === 0) {
     throw new ConfigError([
-      `TESSERA_MODELS_CONFIG: none of the model directories of ${config.modelsConfig} exists; an inference worker needs at least one`,
+      `TESSERA_MODELS_CONFIG: none of the model directories of ${config.storage.modelsConfig} exists; an inference worker needs at least one`,
     ]);
   }
   const worker = await startInferenceWorker(served, config, logger, metrics);
-  logger.info({ models: served, slots: config.slots }, "inference pool loaded");
+  logger.info({ models: served, slots: config.limits.slots }, "inference pool loaded");
   return worker;
 }
 
 /** The accounting service of other processes, for a gateway (its request-path calls, with the internal token). */
 function remoteAccounting(config: Config): Client<typeof AccountingService> {
-  const interceptors = config.internalToken === undefined ? [] : [bearerInterceptor(config.internalToken)];
-  return createClient(AccountingService, serviceTransport(config.accountingUrls, { timeoutMs: CONTROL_CALL_TIMEOUT_MS, interceptors }));
+  const interceptors = config.cluster.internalToken === undefined ? [] : [bearerInterceptor(config.cluster.internalToken)];
+  return createClient(
+    AccountingService,
+    serviceTransport(config.cluster.accountingUrls, { timeoutMs: CONTROL_CALL_TIMEOUT_MS, interceptors }),
+  );
 }
 
 /** A value made on first use, then kept (what this process needs only for some of its services). */

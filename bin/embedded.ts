@@ -71,16 +71,16 @@ export interface EmbeddedTessera {
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedTessera> {
   const { config, logger } = options;
   const metrics = options.metrics ?? createMetrics();
-  const catalog = options.catalog ?? servedCatalog(config.modelsConfig, config.dataDir);
+  const catalog = options.catalog ?? servedCatalog(config.storage.modelsConfig, config.storage.dataDir);
   const workers = options.workers ?? createInProcessWorkerDirectory();
   const internal = options.internalTransport ?? "in-process";
   const cleanups = createCleanups(logger);
 
   try {
     const accounting = await openEmbeddedAccounting({
-      dataDir: config.dataDir,
+      dataDir: config.storage.dataDir,
       logger: logger.child({ service: "accounting" }),
-      defaultRequestsPerMinute: config.defaultRequestsPerMinute,
+      defaultRequestsPerMinute: config.accounting.defaultRequestsPerMinute,
       recover: true,
     });
     cleanups.add("accounting", () => accounting.close());
@@ -96,18 +96,18 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
       const { pool } = worker;
       cleanups.add("model pool", () => pool.close());
       const beats = startHeartbeats(workers, () => ({
-        id: config.workerId,
+        id: config.cluster.workerId,
         address: "",
         models: [...pool.servingIds],
         slotsTotal: pool.slotsTotal,
         slotsFree: pool.slotsFree(),
       }));
       cleanups.add("heartbeats", () => beats.stop());
-      logger.info({ models: served, slots: config.slots }, "inference pool loaded");
+      logger.info({ models: served, slots: config.limits.slots }, "inference pool loaded");
     }
     const inferenceFor = createInferenceRouter({
       workers,
-      transportFor: workerTransports(config.workerId, worker && localTransport(worker.routes, internal)),
+      transportFor: workerTransports(config.cluster.workerId, worker && localTransport(worker.routes, internal)),
     });
 
     const decisionMount = decisionRoutes({ registry, inferenceFor, logger: logger.child({ service: "decision" }) });
@@ -115,7 +115,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
 
     const createdKey = await ensureFirstKey({
       accounting: accountingClient,
-      bootstrapKey: config.bootstrapKey,
+      bootstrapKey: config.accounting.bootstrapKey,
       out: options.out ?? process.stdout,
       logger,
     });
@@ -123,7 +123,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
     const readiness: ReadinessCheck[] = [
       {
         name: "models",
-        check: () => (worker === undefined ? `no model loaded: none of the model directories of ${config.modelsConfig} exists` : true),
+        check: () =>
+          worker === undefined ? `no model loaded: none of the model directories of ${config.storage.modelsConfig} exists` : true,
       },
       accountingReadiness(accountingClient, { name: "store", label: "accounting store" }),
     ];
@@ -142,7 +143,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
     // The worker stays announced until the requests in flight are done (the gateway closes first).
     cleanups.add("gateway", () => gateway.close());
     const { server, url, port, opsUrl } = gateway;
-    logger.info({ url, opsUrl, dataDir: config.dataDir, modelsConfig: config.modelsConfig }, "tessera listening");
+    logger.info({ url, opsUrl, dataDir: config.storage.dataDir, modelsConfig: config.storage.modelsConfig }, "tessera listening");
 
     let closing: Promise<void> | undefined;
     return {

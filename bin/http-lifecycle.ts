@@ -16,25 +16,15 @@ export function hostForUrl(host: string): string {
 /** The public HTTP server of a gateway, with the configured limits, listening. */
 export async function listenGateway(
   handler: GatewayHandler,
-  config: Config,
+  config: Pick<Config, "server" | "http">,
   metrics: Metrics,
   logger: Logger,
 ): Promise<{ server: Server; port: number; url: string }> {
-  const server = createGatewayServer(config.opsPort === undefined ? handler : withoutMetrics(handler), {
-    headersTimeoutMs: config.headersTimeoutMs,
-    requestTimeoutMs: config.bodyTimeoutMs,
-    maxConnections: config.maxConnections,
-    maxConnectionsPerAddress: config.maxConnectionsPerAddress,
-    firstByteTimeoutMs: config.firstByteTimeoutMs,
-    maxReceivingConnections: config.maxReceivingConnections,
-    maxHeaderBytes: config.maxHeaderBytes,
-    maxHeaders: config.maxHeaders,
-    metrics,
-    logger,
-  });
-  await listen(server, config.port, config.host);
+  const { server: listener, http } = config;
+  const server = createGatewayServer(listener.opsPort === undefined ? handler : withoutMetrics(handler), { ...http, metrics, logger });
+  await listen(server, listener.port, listener.host);
   const port = (server.address() as AddressInfo).port;
-  return { server, port, url: `http://${hostForUrl(config.host)}:${port}` };
+  return { server, port, url: `http://${hostForUrl(listener.host)}:${port}` };
 }
 
 /** A path without its query string. */
@@ -82,21 +72,23 @@ function opsOnly(handler: NodeHandler): NodeHandler {
  */
 export async function listenOps(
   handler: GatewayHandler,
-  config: Config,
+  config: Pick<Config, "server" | "http">,
   logger: Logger,
 ): Promise<{ server: Server; port: number; url: string } | undefined> {
-  if (config.opsPort === undefined) return undefined;
+  const { server: listener, http } = config;
+  if (listener.opsPort === undefined) return undefined;
+  // The public port's timeouts and size caps; its connection caps are not this port's.
   const server = createGatewayServer(opsOnly(handler), {
-    headersTimeoutMs: config.headersTimeoutMs,
-    requestTimeoutMs: config.bodyTimeoutMs,
-    firstByteTimeoutMs: config.firstByteTimeoutMs,
-    maxHeaderBytes: config.maxHeaderBytes,
-    maxHeaders: config.maxHeaders,
+    headersTimeoutMs: http.headersTimeoutMs,
+    requestTimeoutMs: http.requestTimeoutMs,
+    firstByteTimeoutMs: http.firstByteTimeoutMs,
+    maxHeaderBytes: http.maxHeaderBytes,
+    maxHeaders: http.maxHeaders,
     logger,
   });
-  await listen(server, config.opsPort, config.host);
+  await listen(server, listener.opsPort, listener.host);
   const port = (server.address() as AddressInfo).port;
-  return { server, port, url: `http://${hostForUrl(config.host)}:${port}` };
+  return { server, port, url: `http://${hostForUrl(listener.host)}:${port}` };
 }
 
 export function listen(server: Server, port: number, host: string): Promise<void> {

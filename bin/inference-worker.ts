@@ -34,35 +34,28 @@ export async function startInferenceWorker(
   const { loadModelPool } = await import("../services/inference/engine/model-pool.js");
   const { inferenceRoutes } = await import("../services/inference/server.js");
   const inferenceLogger = logger.child({ service: "inference" });
+  const { grammar } = config;
   const pool = await loadModelPool({
     models,
-    slots: config.slots,
-    queue: config.queue,
-    imageLimits: { maxImages: config.maxImages, maxPixels: config.maxImagePixels, maxBytes: config.maxImageBytes },
-    maxScoreWorkTokens: config.maxDecisionWorkTokens,
-    maxScoreRowTokens: config.maxDecisionRowTokens,
-    prefillChunk: config.prefillChunkTokens,
-    intraOpThreads: config.intraOpThreads,
-    executionProviders: config.executionProviders,
-    gpuFallback: config.gpuFallback,
-    ortWorker: config.ortWorker,
-    threshold: config.unmaskThreshold,
-    unmaskPolicy: config.unmaskPolicy,
+    ...config.limits,
+    ...config.engine,
+    ...config.decoding,
+    imageLimits: config.images,
     grammar: {
-      cacheSize: config.grammarCacheSize,
-      compileBudgetMs: config.grammarCompileBudgetMs,
-      workers: config.grammarWorkers,
-      numberBounds: config.grammarNumberBounds,
+      cacheSize: grammar.cacheSize,
+      compileBudgetMs: grammar.compileBudgetMs,
+      workers: grammar.workers,
+      numberBounds: grammar.numberBounds,
       finish: {
-        loopRepeats: config.grammarLoopRepeats,
-        stringBudget: config.grammarStringBudget,
-        itemBudget: config.grammarItemBudget,
-        freeText: config.grammarFreeTextGuard,
-        replyBudget: config.grammarReplyBudget,
+        loopRepeats: grammar.loopRepeats,
+        stringBudget: grammar.stringBudget,
+        itemBudget: grammar.itemBudget,
+        freeText: grammar.freeText,
+        replyBudget: grammar.replyBudget,
       },
     },
     logger: inferenceLogger,
     metrics: metrics.registry,
   });
-  return { pool, routes: inferenceRoutes({ pool, workerId: config.workerId }) };
+  return { pool, routes: inferenceRoutes({ pool, workerId: config.cluster.workerId }) };
 }

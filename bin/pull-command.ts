@@ -1,5 +1,6 @@
 import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, join, sep } from "node:path";
+import type { Config } from "../lib/config.js";
 import { type HubEnv, hubEnv } from "../lib/hub/env.js";
 import { PullError } from "../lib/hub/errors.js";
 import { HubHttp } from "../lib/hub/http.js";
@@ -225,7 +226,7 @@ export function parsePullArgs(args: readonly string[]): Omit<PullOptions, "dataD
   };
 }
 
-export async function runPull(args: readonly string[], config: { dataDir: string; convertPython: string }): Promise<number> {
+export async function runPull(args: readonly string[], config: Pick<Config, "storage" | "hub">): Promise<number> {
   if (args.length === 0 || args.includes("--help") || args.includes("-h")) {
     process.stdout.write(PULL_HELP);
     return args.length === 0 ? 2 : 0;
@@ -236,7 +237,13 @@ export async function runPull(args: readonly string[], config: { dataDir: string
     throw new PullError(`unexpected ${JSON.stringify(extra[0] ?? parsed.rest[0])} (tessera pull --help)`);
   const progress = createPullProgress(process.stderr, parsed.ref.repo);
   const started = Date.now();
-  const { manifest, http } = await pullModel({ ...parsed, dataDir: config.dataDir, env: hubEnv(), python: config.convertPython, progress });
+  const { manifest, http } = await pullModel({
+    ...parsed,
+    dataDir: config.storage.dataDir,
+    env: hubEnv(),
+    python: config.hub.convertPython,
+    progress,
+  });
   process.stderr.write(
     `${manifest.repo}: pulled in ${((Date.now() - started) / 1000).toFixed(1)} s: ${http.requests.length} requests, ${formatBytes(http.bytes)} fetched\n`,
   );

@@ -47,7 +47,7 @@ export async function pullForServe(pull: NonNullable<ServeArgs["pull"]>, config:
   const env = hubEnv();
   const flags = parsePullArgs(pull.flags);
   let current = () => "starting";
-  const status = await startPullStatusServer(config.host, config.port, () => current());
+  const status = await startPullStatusServer(config.server.host, config.server.port, () => current());
   logger.info({ url: status.url, models: pull.refs }, "pulling models before serving; /readyz says which phase");
   const manifests: PulledManifest[] = [];
   try {
@@ -59,8 +59,8 @@ export async function pullForServe(pull: NonNullable<ServeArgs["pull"]>, config:
         const { manifest } = await pullModel({
           ref,
           env,
-          dataDir: config.dataDir,
-          python: config.convertPython,
+          dataDir: config.storage.dataDir,
+          python: config.hub.convertPython,
           progress,
           ...(flags.aliases !== undefined ? { aliases: flags.aliases } : {}),
           ...(flags.weights !== undefined ? { weights: flags.weights } : {}),
@@ -70,7 +70,7 @@ export async function pullForServe(pull: NonNullable<ServeArgs["pull"]>, config:
         manifests.push(manifest);
       } catch (err) {
         // The Hub unreachable (not a refusal): a model pulled before is served as it is.
-        const before = readManifest(config.dataDir, ref.repo);
+        const before = readManifest(config.storage.dataDir, ref.repo);
         if (err instanceof PullError || before === undefined) throw err;
         logger.warn(
           { repo: ref.repo, commit: before.commit, err: (err as Error).message },

@@ -44,32 +44,34 @@ export interface RunningGateway {
 /** The gateway of a process, embedded or distributed: its routes and Connect mount behind one gate, listening. */
 export async function startGateway(w: GatewayWiring): Promise<RunningGateway> {
   const { config, logger, metrics } = w;
+  const { gateway } = config;
+  const { maxScoreWorkTokens } = config.limits;
   const gate = createGate({
     accounting: w.accounting,
     logger,
-    authThrottle: createAuthThrottle({ failuresPerMinute: config.authFailuresPerMinute }),
+    authThrottle: createAuthThrottle({ failuresPerMinute: gateway.authFailuresPerMinute }),
   });
   const handler = createGatewayHandler({
     routes: createRoutes({
-      maxDecisionWorkTokens: config.maxDecisionWorkTokens,
+      maxDecisionWorkTokens: maxScoreWorkTokens,
       registry: w.registry,
       decision: w.decision,
       inferenceFor: w.inferenceFor,
       metrics,
       readiness: w.readiness,
-      streamStallTimeoutMs: config.streamStallTimeoutMs,
-      playground: config.playground,
+      streamStallTimeoutMs: gateway.streamStallTimeoutMs,
+      playground: gateway.playground,
     }),
     gate,
     logger,
     metrics,
-    maxUrlBytes: config.maxUrlBytes,
-    cors: createCors(config.corsOrigins),
-    deadlineMs: config.requestDeadlineMs,
+    maxUrlBytes: gateway.maxUrlBytes,
+    cors: createCors(gateway.corsOrigins),
+    deadlineMs: gateway.requestDeadlineMs,
     connect: createConnectMount({
       routes: w.connect,
       gate,
-      holds: connectHolds({ inferenceFor: w.inferenceFor, decision: w.decision, maxDecisionWorkTokens: config.maxDecisionWorkTokens }),
+      holds: connectHolds({ inferenceFor: w.inferenceFor, decision: w.decision, maxDecisionWorkTokens: maxScoreWorkTokens }),
     }),
   });
   const { server, port, url } = await listenGateway(handler, config, metrics, logger);
@@ -80,7 +82,10 @@ export async function startGateway(w: GatewayWiring): Promise<RunningGateway> {
     port,
     opsUrl: ops?.url,
     async close() {
-      await Promise.all([drain(server, config.shutdownTimeoutMs, logger), ops && drain(ops.server, config.shutdownTimeoutMs, logger)]);
+      await Promise.all([
+        drain(server, config.server.shutdownTimeoutMs, logger),
+        ops && drain(ops.server, config.server.shutdownTimeoutMs, logger),
+      ]);
       // Handlers answered 504 past their deadline may still be finishing (and settling).
       await handler.flush();
       await handler.close();

@@ -3,7 +3,7 @@ import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { AccountingService } from "../gen/tessera/accounting/v1/accounting_pb.js";
-import { ConfigError, loadConfig, settingsHelp } from "../lib/config.js";
+import { ConfigError, loadConfig, settingInEnvironment, settingsHelp } from "../lib/config.js";
 import { createLogger } from "../lib/logger.js";
 import { localClient } from "../lib/service-mount.js";
 import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
@@ -71,8 +71,8 @@ async function serve(args: string[]): Promise<number> {
   const config = loadConfig();
   usePrivateTmpdir();
   // Every service named without NATS is the embedded process, as with no names.
-  const distributed = names.length > 0 && (names.length < SERVICE_NAMES.length || config.natsUrl !== undefined);
-  if (distributed && config.natsUrl === undefined) {
+  const distributed = names.length > 0 && (names.length < SERVICE_NAMES.length || config.cluster.natsUrl !== undefined);
+  if (distributed && config.cluster.natsUrl === undefined) {
     process.stderr.write(
       `tessera serve ${names.join(" ")}: running a subset of the services is distributed mode, which needs TESSERA_NATS_URL (nats://host:4222);\n` +
         "run `tessera serve` without names to run every service in one process.\n",
@@ -83,10 +83,10 @@ async function serve(args: string[]): Promise<number> {
     process.stderr.write("tessera serve --model runs every service in one process; it does not take service names\n");
     return 2;
   }
-  const logger = createLogger({ level: config.logLevel });
-  if (!distributed && config.natsUrl !== undefined) {
+  const logger = createLogger({ level: config.server.logLevel });
+  if (!distributed && config.cluster.natsUrl !== undefined) {
     logger.warn(
-      { natsUrl: config.natsUrl },
+      { natsUrl: config.cluster.natsUrl },
       "TESSERA_NATS_URL is set, but `tessera serve` without service names runs the embedded adapters; it is ignored",
     );
   }
@@ -126,9 +126,9 @@ async function keys(args: string[]): Promise<number> {
     return args.length === 0 ? 2 : 0;
   }
   const config = loadConfig();
-  if (config.accountingUrls.length > 0) {
-    const interceptors = config.adminToken === undefined ? [] : [bearerInterceptor(config.adminToken)];
-    const client = createClient(AccountingService, serviceTransport(config.accountingUrls, { timeoutMs: 30_000, interceptors }));
+  if (config.cluster.accountingUrls.length > 0) {
+    const interceptors = config.cluster.adminToken === undefined ? [] : [bearerInterceptor(config.cluster.adminToken)];
+    const client = createClient(AccountingService, serviceTransport(config.cluster.accountingUrls, { timeoutMs: 30_000, interceptors }));
     return runKeysCommand(
       args,
       client,
@@ -138,10 +138,10 @@ async function keys(args: string[]): Promise<number> {
   }
   const logger = createLogger({ level: "warn" });
   const accounting = await openEmbeddedAccounting({
-    dataDir: config.dataDir,
+    dataDir: config.storage.dataDir,
     logger,
-    defaultRequestsPerMinute: config.defaultRequestsPerMinute,
-    serverDefaults: process.env.TESSERA_DEFAULT_RPM === undefined,
+    defaultRequestsPerMinute: config.accounting.defaultRequestsPerMinute,
+    serverDefaults: !settingInEnvironment("accounting", "defaultRequestsPerMinute"),
   });
   try {
     const client = localClient(AccountingService, accounting.routes, "router");
@@ -168,13 +168,13 @@ export async function main(argv: string[]): Promise<number> {
       case "convert":
         return rest.length === 0 || rest.includes("--help") || rest.includes("-h")
           ? runConvert(rest, "")
-          : runConvert(rest, convertPython(loadConfig().convertPython));
+          : runConvert(rest, convertPython(loadConfig().hub.convertPython));
       case "calibrate":
         return await runCalibrate(rest);
       case "pull":
         return await runPull(rest, loadConfig());
       case "models":
-        return runModels(rest, loadConfig().dataDir, hubEnv(), (line) => process.stdout.write(`${line}\n`));
+        return runModels(rest, loadConfig().storage.dataDir, hubEnv(), (line) => process.stdout.write(`${line}\n`));
       case undefined:
       case "--help":
       case "-h":

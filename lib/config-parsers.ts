@@ -1,6 +1,6 @@
 import { isAbsolute, resolve } from "node:path";
 
-// The parsers of settings' values (config-settings.ts): each turns the raw text into the value
+// The parsers of settings' values (config-settings/): each turns the raw text into the value
 // or throws an Error whose message says what is wrong.
 
 export function integer(min: number, max: number) {

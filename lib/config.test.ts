@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, SETTINGS, loadConfig, settingsHelp } from "./config.js";
+import { ConfigError, SETTINGS, loadConfig, readSetting, settingInEnvironment, settingsHelp } from "./config.js";
 
 function problems(env: Record<string, string>): string[] {
   try {
@@ -18,22 +18,15 @@ describe("loadConfig", () => {
   it("has the documented defaults", () => {
     const config = loadConfig({ env: {}, cwd: "/srv/tessera" });
     expect(config).toMatchObject({
-      host: "127.0.0.1",
-      port: 8080,
-      dataDir: "/srv/tessera/data",
-      modelsConfig: "/srv/tessera/models.config.json",
-      bootstrapKey: undefined,
-      defaultRequestsPerMinute: 60,
-      executionProviders: ["cpu"],
-      unmaskThreshold: undefined,
-      unmaskPolicy: undefined,
-      grammarCacheSize: 64,
-      grammarCompileBudgetMs: 5000,
-      grammarWorkers: 6,
-      logLevel: "info",
-      natsUrl: undefined,
+      server: { host: "127.0.0.1", port: 8080, logLevel: "info" },
+      storage: { dataDir: "/srv/tessera/data", modelsConfig: "/srv/tessera/models.config.json" },
+      engine: { executionProviders: ["cpu"] },
+      decoding: { threshold: undefined, unmaskPolicy: undefined },
+      grammar: { cacheSize: 64, compileBudgetMs: 5000, workers: 6 },
+      accounting: { bootstrapKey: undefined, defaultRequestsPerMinute: 60 },
+      cluster: { natsUrl: undefined },
     });
-    expect(config.intraOpThreads).toBeGreaterThan(0);
+    expect(config.engine.intraOpThreads).toBeGreaterThan(0);
   });
 
   it("reads the environment", () => {
@@ -58,32 +51,24 @@ describe("loadConfig", () => {
       cwd: "/work",
     });
     expect(config).toMatchObject({
-      host: "0.0.0.0",
-      port: 0,
-      dataDir: "/var/lib/tessera",
-      bootstrapKey: "tsr_abcdefghijklmnopqrstuvwxyz012345",
-      defaultRequestsPerMinute: 600,
-      slots: 8,
-      queue: 0,
-      intraOpThreads: 2,
-      executionProviders: ["cuda", "cpu"],
-      unmaskThreshold: 1,
-      unmaskPolicy: "fill(0.7) + threshold(confidence=0.9)",
-      grammarCacheSize: 8,
-      grammarCompileBudgetMs: 250,
-      grammarWorkers: 6,
-      logLevel: "warn",
-      natsUrl: "nats://nats:4222",
+      server: { host: "0.0.0.0", port: 0, logLevel: "warn" },
+      storage: { dataDir: "/var/lib/tessera" },
+      limits: { slots: 8, queue: 0 },
+      engine: { intraOpThreads: 2, executionProviders: ["cuda", "cpu"] },
+      decoding: { threshold: 1, unmaskPolicy: "fill(0.7) + threshold(confidence=0.9)" },
+      grammar: { cacheSize: 8, compileBudgetMs: 250, workers: 6 },
+      accounting: { bootstrapKey: "tsr_abcdefghijklmnopqrstuvwxyz012345", defaultRequestsPerMinute: 600 },
+      cluster: { natsUrl: "nats://nats:4222" },
     });
   });
 
   it("reads CORS origins, and refuses what is not an origin", () => {
-    expect(loadConfig({ env: {} }).corsOrigins).toEqual([]);
-    expect(loadConfig({ env: { TESSERA_CORS_ORIGINS: "https://a.example, http://localhost:5173" } }).corsOrigins).toEqual([
+    expect(loadConfig({ env: {} }).gateway.corsOrigins).toEqual([]);
+    expect(loadConfig({ env: { TESSERA_CORS_ORIGINS: "https://a.example, http://localhost:5173" } }).gateway.corsOrigins).toEqual([
       "https://a.example",
       "http://localhost:5173",
     ]);
-    expect(loadConfig({ env: { TESSERA_CORS_ORIGINS: "*" } }).corsOrigins).toEqual(["*"]);
+    expect(loadConfig({ env: { TESSERA_CORS_ORIGINS: "*" } }).gateway.corsOrigins).toEqual(["*"]);
     expect(() => loadConfig({ env: { TESSERA_CORS_ORIGINS: "https://a.example/" } })).toThrow(/TESSERA_CORS_ORIGINS.*not an origin/s);
     expect(() => loadConfig({ env: { TESSERA_CORS_ORIGINS: "a.example" } })).toThrow(/TESSERA_CORS_ORIGINS/);
   });
@@ -122,12 +107,26 @@ describe("loadConfig", () => {
       }),
     );
     const config = loadConfig({ env: { TESSERA_CONFIG: file, TESSERA_HOST: "::1" }, cwd: "/elsewhere" });
-    expect(config).toMatchObject({ port: 9090, dataDir: join(dir, "state"), executionProviders: ["cuda", "cpu"], host: "::1" });
+    expect(config).toMatchObject({
+      server: { port: 9090, host: "::1" },
+      storage: { dataDir: join(dir, "state") },
+      engine: { executionProviders: ["cuda", "cpu"] },
+    });
 
     writeFileSync(file, JSON.stringify({ TESSERA_PROT: 1 }));
     expect(() => loadConfig({ env: { TESSERA_CONFIG: file } })).toThrow(/unknown setting "TESSERA_PROT"/);
     writeFileSync(file, "{ not json");
     expect(() => loadConfig({ env: { TESSERA_CONFIG: file } })).toThrow(ConfigError);
+  });
+
+  it("reads one setting from the environment through its entry, and says whether the environment gives it", () => {
+    expect(readSetting("engine", "ortWorker", {})).toBe(true);
+    expect(readSetting("engine", "ortWorker", { TESSERA_ORT_WORKER: "off" })).toBe(false);
+    expect(() => readSetting("engine", "ortWorker", { TESSERA_ORT_WORKER: "maybe" })).toThrow(
+      /TESSERA_ORT_WORKER \(environment\): must be on or off/,
+    );
+    expect(settingInEnvironment("accounting", "defaultRequestsPerMinute", {})).toBe(false);
+    expect(settingInEnvironment("accounting", "defaultRequestsPerMinute", { TESSERA_DEFAULT_RPM: "60" })).toBe(true);
   });
 
   it("documents every setting in the help", () => {
@@ -142,15 +141,17 @@ describe("distributed-mode settings", () => {
   it("default to none, with the documented timeouts", () => {
     const config = loadConfig({ env: {}, cwd: "/work" });
     expect(config).toMatchObject({
-      accountingUrls: [],
-      registryUrls: [],
-      decisionUrls: [],
-      advertiseUrl: undefined,
-      adminToken: undefined,
-      internalToken: undefined,
-      natsTimeoutMs: 2000,
-      natsReplicas: 1,
-      usageAckWaitMs: 30_000,
+      accounting: { usageAckWaitMs: 30_000 },
+      cluster: {
+        accountingUrls: [],
+        registryUrls: [],
+        decisionUrls: [],
+        advertiseUrl: undefined,
+        adminToken: undefined,
+        internalToken: undefined,
+        natsTimeoutMs: 2000,
+        natsReplicas: 1,
+      },
     });
   });
 
@@ -170,16 +171,18 @@ describe("distributed-mode settings", () => {
       },
     });
     expect(config).toMatchObject({
-      accountingUrls: ["http://tessera-accounting:8080", "http://10.0.0.7:8080"],
-      registryUrls: ["http://tessera-registry:8080"],
-      decisionUrls: ["https://decision.example.com"],
-      advertiseUrl: "http://10.1.2.3:8080",
-      workerId: "tessera-inference-7d9f-abcde",
-      adminToken: "0123456789abcdef0123456789abcdef",
-      internalToken: "internal-secret-0123456789",
-      natsTimeoutMs: 500,
-      natsReplicas: 3,
-      usageAckWaitMs: 5000,
+      accounting: { usageAckWaitMs: 5000 },
+      cluster: {
+        accountingUrls: ["http://tessera-accounting:8080", "http://10.0.0.7:8080"],
+        registryUrls: ["http://tessera-registry:8080"],
+        decisionUrls: ["https://decision.example.com"],
+        advertiseUrl: "http://10.1.2.3:8080",
+        workerId: "tessera-inference-7d9f-abcde",
+        adminToken: "0123456789abcdef0123456789abcdef",
+        internalToken: "internal-secret-0123456789",
+        natsTimeoutMs: 500,
+        natsReplicas: 3,
+      },
     });
   });
 
@@ -203,8 +206,7 @@ describe("distributed-mode settings", () => {
 
   it("leaves empty values unset and shows no empty default in the help", () => {
     expect(loadConfig({ env: { TESSERA_ADMIN_TOKEN: "", TESSERA_ACCOUNTING_URL: " , " } })).toMatchObject({
-      adminToken: undefined,
-      accountingUrls: [],
+      cluster: { adminToken: undefined, accountingUrls: [] },
     });
     expect(settingsHelp()).not.toContain("[default: ]");
   });

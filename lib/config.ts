@@ -1,102 +1,9 @@
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { SETTINGS } from "./config-settings.js";
-import type { LogLevel } from "./logger.js";
+import { type Config, SETTINGS, type SectionName } from "./config-settings/index.js";
 
 export { SETTINGS };
-
-export type ExecutionProvider = "cpu" | "cuda" | "webgpu";
-
-/** Every setting of a Tessera process. Read once at start by `loadConfig`. */
-export interface Config {
-  host: string;
-  port: number;
-  /** A second port serving only /healthz, /readyz and /metrics; unset: none. */
-  opsPort: number | undefined;
-  dataDir: string;
-  modelsConfig: string;
-  bootstrapKey: string | undefined;
-  defaultRequestsPerMinute: number;
-  slots: number;
-  queue: number;
-  /** Most image_url parts per request, pixels and bytes per image (models with vision). */
-  maxImages: number;
-  maxImagePixels: number;
-  maxImageBytes: number;
-  /** Most tokens of model work one decision (Score request) may need. */
-  maxDecisionWorkTokens: number;
-  /** Most tokens of one forward of a decision: a longer question row is refused (400). */
-  maxDecisionRowTokens: number;
-  prefillChunkTokens: number;
-  intraOpThreads: number;
-  /** Run ONNX Runtime sessions on a worker thread. */
-  ortWorker: boolean;
-  /** The Python that runs `tessera convert` (empty: convert/.venv's, else python3). */
-  convertPython: string;
-  executionProviders: ExecutionProvider[];
-  /** Where a GPU provider cannot start: `none` fails the load, `cpu` runs on the CPU (logged). */
-  gpuFallback: "none" | "cpu";
-  /** Unset: each model's own (config.json `decoding.threshold`), else 0.9. */
-  unmaskThreshold: number | undefined;
-  /** Unmasking policy spec; unset: each model's own (config.json `decoding.policy`), else `threshold`. */
-  unmaskPolicy: string | undefined;
-  /** Compiled grammars (JSON schemas, tool sets) kept per model. */
-  grammarCacheSize: number;
-  /** A grammar slower than this to compile is refused (400). */
-  grammarCompileBudgetMs: number;
-  /** Grammar worker threads per model (compiles in parallel, stopped at the budget). */
-  grammarWorkers: number;
-  /** Integers and numbers bounded where a schema gives no bounds. */
-  grammarNumberBounds: boolean;
-  /** The loop guard and length budgets of constrained values (0: off). */
-  grammarLoopRepeats: number;
-  grammarStringBudget: number;
-  grammarItemBudget: number;
-  /** The loop guard on auto-tools free text too. */
-  grammarFreeTextGuard: boolean;
-  grammarReplyBudget: boolean;
-  logLevel: LogLevel;
-  natsUrl: string | undefined;
-  workerId: string;
-  shutdownTimeoutMs: number;
-  /** Hardening of the HTTP port (gateway/server.ts): timeouts, deadline, connection and size caps. */
-  headersTimeoutMs: number;
-  bodyTimeoutMs: number;
-  requestDeadlineMs: number;
-  streamStallTimeoutMs: number;
-  maxConnections: number;
-  maxConnectionsPerAddress: number;
-  firstByteTimeoutMs: number;
-  /** Connections still sending headers or a body at once; past it the oldest is closed. */
-  maxReceivingConnections: number;
-  /** Failed authentications per minute per client address before 429 (0: no throttle). */
-  authFailuresPerMinute: number;
-  maxHeaderBytes: number;
-  maxHeaders: number;
-  maxUrlBytes: number;
-  /** Serve the playground page at `/` (web/, built by `npm run build`). */
-  playground: boolean;
-  /** Origins browsers may call the API from (CORS); `*` for any; empty: none. */
-  corsOrigins: string[];
-  /** Distributed mode: Connect base URLs of the accounting replicas, tried in turn. */
-  accountingUrls: string[];
-  registryUrls: string[];
-  decisionUrls: string[];
-  /** The Connect base URL an inference worker announces (default: http://TESSERA_HOST:port). */
-  advertiseUrl: string | undefined;
-  /** Bearer credential of accounting's admin RPCs in distributed mode. */
-  adminToken: string | undefined;
-  /** Optional bearer credential of accounting's internal RPCs (Authenticate, Admit, Settle). */
-  internalToken: string | undefined;
-  /** How long one JetStream request (KV read or write, publish) may take before it fails. */
-  natsTimeoutMs: number;
-  /** Replicas of the JetStream KV buckets and the usage stream. */
-  natsReplicas: number;
-  /** How long a usage event may stay unacknowledged before JetStream redelivers it. */
-  usageAckWaitMs: number;
-  /** How often accounting settles and releases the requests of gateways whose heartbeat lapsed. */
-  gatewaySweepIntervalMs: number;
-}
+export type { Config, ExecutionProvider } from "./config-settings/index.js";
 
 /** The file named by TESSERA_CONFIG: a JSON object keyed by the same names as the environment. */
 export const CONFIG_FILE_ENV = "TESSERA_CONFIG";
@@ -146,7 +53,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     }
   }
 
-  const config: Partial<Record<keyof Config, unknown>> = {};
+  const config = Object.fromEntries(SETTINGS.map((s) => [s.section, {}])) as Record<SectionName, Record<string, unknown>>;
   for (const setting of SETTINGS) {
     let raw: string | undefined;
     let base = cwd;
@@ -163,26 +70,55 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       source = "default";
     }
     if (raw === undefined) {
-      config[setting.key] = undefined;
+      config[setting.section][setting.key] = undefined;
       continue;
     }
     try {
-      config[setting.key] = setting.parse(raw, base);
+      config[setting.section][setting.key] = setting.parse(raw, base);
     } catch (err) {
       problems.push(`${setting.env} (${source}): ${(err as Error).message}`);
     }
   }
-  if (
-    typeof config.headersTimeoutMs === "number" &&
-    typeof config.bodyTimeoutMs === "number" &&
-    config.bodyTimeoutMs < config.headersTimeoutMs
-  ) {
-    problems.push(
-      `TESSERA_BODY_TIMEOUT_MS (${config.bodyTimeoutMs}) must be at least TESSERA_HEADERS_TIMEOUT_MS (${config.headersTimeoutMs})`,
-    );
+  const { headersTimeoutMs, requestTimeoutMs } = config.http;
+  if (typeof headersTimeoutMs === "number" && typeof requestTimeoutMs === "number" && requestTimeoutMs < headersTimeoutMs) {
+    problems.push(`TESSERA_BODY_TIMEOUT_MS (${requestTimeoutMs}) must be at least TESSERA_HEADERS_TIMEOUT_MS (${headersTimeoutMs})`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return config as Config;
+  return config as unknown as Config;
+}
+
+function listed<S extends SectionName>(section: S, key: keyof Config[S] & string) {
+  const setting = SETTINGS.find((s) => s.section === section && s.key === key);
+  if (setting === undefined) throw new Error(`no setting ${section}.${key}`);
+  return setting;
+}
+
+/**
+ * One setting from the environment alone (no TESSERA_CONFIG file), else its default: for what
+ * is process-wide before any configuration is handed down (onnx-session.ts's worker default).
+ */
+export function readSetting<S extends SectionName, K extends keyof Config[S] & string>(
+  section: S,
+  key: K,
+  env: NodeJS.ProcessEnv = process.env,
+): Config[S][K] {
+  const setting = listed(section, key);
+  const raw = env[setting.env] ?? setting.fallback;
+  if (raw === undefined) return undefined as Config[S][K];
+  try {
+    return setting.parse(raw, process.cwd()) as Config[S][K];
+  } catch (err) {
+    throw new ConfigError([`${setting.env} (${env[setting.env] === undefined ? "default" : "environment"}): ${(err as Error).message}`]);
+  }
+}
+
+/** Whether the environment gives this setting (rather than leaving it to its default). */
+export function settingInEnvironment<S extends SectionName>(
+  section: S,
+  key: keyof Config[S] & string,
+  env: NodeJS.ProcessEnv = process.env,
+): boolean {
+  return env[listed(section, key).env] !== undefined;
 }
 
 /** The settings as `--help` prints them: name, default, meaning. */

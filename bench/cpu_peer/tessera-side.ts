@@ -8,7 +8,7 @@ import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
 import { loadModelDir } from "../../services/inference/engine/model-dir.js";
 import { createModelRuntime, type ModelRuntime } from "../../services/inference/engine/runtime.js";
 import { scoreSuffixes } from "../../services/inference/score/score.js";
-import { recordingRunner } from "../../support/recording-runner.js";
+import { recordingRunner } from "../../test/helpers/recording-runner.js";
 
 export interface Question {
   text: string;

@@ -7,7 +7,7 @@ import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { silentLogger } from "../../lib/logger.js";
 import { questionTypeOf } from "../../lib/decision-types/registry.js";
 import { decisionRoutes } from "../../services/decision/server.js";
-import { DEFAULT_CATALOG, fakeRegistry } from "../../support/decision-doubles.js";
+import { DEFAULT_CATALOG, fakeRegistry } from "../../test/helpers/decision-doubles.js";
 import { loadModelPool, type ModelPool } from "../../services/inference/engine/model-pool.js";
 import { lastWorkerRun } from "../../services/inference/onnx/onnx-worker-session.js";
 import { createInferenceService } from "../../services/inference/service.js";

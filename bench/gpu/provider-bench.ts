@@ -3,7 +3,7 @@
 //      positions (batch 1; the cache made by real prefill forwards, so on WebGPU it is on the
 //      device), median of REPEATS;
 //   2. tokens/s of whole generations at batch 1 and 8 (8 concurrent requests, 128 tokens each,
-//      TESSERA_BENCH_MAX_TOKENS; threshold(0.9)), with forwards per token, through loadModelPool
+//      BENCH_MAX_TOKENS; threshold(0.9)), with forwards per token, through loadModelPool
 //      like the server.
 // Prints one JSON line. Run where the provider has a device:
 //   npx tsx bench/gpu/provider-bench.ts <model-dir> <cpu|webgpu> [contexts, e.g. 0,1024,4096]
@@ -22,8 +22,8 @@ if (dir === undefined || (providerArg !== "cpu" && providerArg !== "webgpu")) {
 }
 const provider = providerArg as ExecutionProvider;
 const contexts = (contextsArg ?? "0,1024,4096").split(",").map(Number);
-const REPEATS = Number(process.env.TESSERA_BENCH_REPEATS ?? 7);
-const MAX_TOKENS = Number(process.env.TESSERA_BENCH_MAX_TOKENS ?? 128);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
+const MAX_TOKENS = Number(process.env.BENCH_MAX_TOKENS ?? 128);
 const S = 64;
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

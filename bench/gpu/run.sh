@@ -29,7 +29,7 @@ python3 bench/gpu/make_checkpoint.py "$W/mid" --hidden 1024 --layers 12 --interm
 
 bench() { # model-dir provider contexts max-tokens seconds
   echo "== $1 on $2"
-  TESSERA_BENCH_MAX_TOKENS=$4 timeout "$5" "$node" "$W/provider-bench.mjs" "$1" "$2" "$3" 2>"$OUT/stderr-$2-$(basename "$1").txt" |
+  BENCH_MAX_TOKENS=$4 timeout "$5" "$node" "$W/provider-bench.mjs" "$1" "$2" "$3" 2>"$OUT/stderr-$2-$(basename "$1").txt" |
     tee -a "$R" || echo "(failed or timed out: $OUT/stderr-$2-$(basename "$1").txt)"
 }
 bench "$PWD/models/tessera-bd-small" webgpu 0,1024,4096 128 90

@@ -49,12 +49,12 @@ export async function readLabelled(
     models: [{ servingId: SERVING_ID, dir: modelDir }],
     slots: 1,
     queue: 1,
-    maxScoreWorkTokens: config.maxDecisionWorkTokens,
-    maxScoreRowTokens: config.maxDecisionRowTokens,
-    prefillChunk: config.prefillChunkTokens,
-    intraOpThreads: config.intraOpThreads,
-    executionProviders: config.executionProviders,
-    ortWorker: config.ortWorker,
+    maxScoreWorkTokens: config.limits.maxScoreWorkTokens,
+    maxScoreRowTokens: config.limits.maxScoreRowTokens,
+    prefillChunk: config.engine.prefillChunk,
+    intraOpThreads: config.engine.intraOpThreads,
+    executionProviders: config.engine.executionProviders,
+    ortWorker: config.engine.ortWorker,
     logger,
   });
   try {

@@ -12,7 +12,7 @@ import { InferenceService } from "../../gen/tessera/inference/v1/inference_pb.js
 import { RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 import { silentLogger } from "../../lib/logger.js";
 import { decisionRoutes } from "./server.js";
-import { fakeInference, fakeRegistry } from "../../support/decision-doubles.js";
+import { fakeInference, fakeRegistry } from "../../test/helpers/decision-doubles.js";
 
 const decisionJson: JsonObject = JSON.parse(readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"));
 

@@ -18,7 +18,7 @@ import { silentLogger } from "../../lib/logger.js";
 import { softmax } from "../../lib/decision-types/probabilities.js";
 import { markUserText } from "../../lib/user-text-span.js";
 import { decisionRoutes } from "./server.js";
-import { fakeInference, fakeRegistry, type FakeInference } from "../../support/decision-doubles.js";
+import { fakeInference, fakeRegistry, type FakeInference } from "../../test/helpers/decision-doubles.js";
 
 const decisionJson: JsonObject = JSON.parse(readFileSync(new URL("../../training/templates/decision.json", import.meta.url), "utf8"));
 

@@ -14,7 +14,7 @@ import { loadModelPool, type ModelPool } from "../inference/engine/model-pool.js
 import { createInferenceService } from "../inference/service.js";
 import { softmax } from "../../lib/decision-types/probabilities.js";
 import { decisionRoutes } from "./server.js";
-import { DEFAULT_CATALOG, fakeRegistry } from "../../support/decision-doubles.js";
+import { DEFAULT_CATALOG, fakeRegistry } from "../../test/helpers/decision-doubles.js";
 
 const TINY_MODEL_DIR = fileURLToPath(new URL("../../test/fixtures/tiny-model", import.meta.url));
 const TOLERANCE = 1e-6;

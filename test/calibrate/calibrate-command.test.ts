@@ -17,7 +17,7 @@ import { silentLogger } from "../../lib/logger.js";
 import { decisionRoutes } from "../../services/decision/server.js";
 import { loadModelPool } from "../../services/inference/engine/model-pool.js";
 import { createInferenceService } from "../../services/inference/service.js";
-import { DEFAULT_CATALOG, fakeRegistry } from "../../support/decision-doubles.js";
+import { DEFAULT_CATALOG, fakeRegistry } from "../helpers/decision-doubles.js";
 import { REPO_ROOT, TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 const LINES = 24;

@@ -15,7 +15,7 @@ import {
   HAVE_CONVERT_VENV,
   NO_VENV_MESSAGE,
   runConvertPython,
-} from "./converted-models.js";
+} from "../helpers/converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 

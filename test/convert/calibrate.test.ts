@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../helpers/tessera.js";
-import { convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "./converted-models.js";
+import { convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseChatRequest } from "../../gateway/mappers/chat.js";
 import { renderCanvasChat } from "../../services/inference/canvas/canvas-service.js";
 import { type CanvasModel, loadCanvasModel } from "../../services/inference/decoder/canvas/canvas-model.js";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);

@@ -16,7 +16,7 @@ import type * as ort from "onnxruntime-node";
 import { emptyCache } from "../../services/inference/decoder/canvas/canvas-kv.js";
 import { DECISION_DRAWS, decisionNoise, FirstTokenReadout } from "../../services/inference/decoder/canvas/canvas-readout.js";
 import type { ScoreInput } from "../../services/inference/core/model-engine.js";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../helpers/tessera.js";
-import { runConvertPython, sourcesHash } from "./converted-models.js";
+import { runConvertPython, sourcesHash } from "../helpers/converted-models.js";
 
 export interface DiffusionGemmaFixture {
   checkpoint: string;

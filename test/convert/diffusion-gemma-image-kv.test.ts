@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { CanvasImages, DEFAULT_IMAGE_LIMITS } from "../../services/inference/canvas/canvas-images.js";
 import { CanvasDecoder } from "../../services/inference/decoder/canvas/canvas-decoder.js";
 import { loadCanvasModel } from "../../services/inference/decoder/canvas/canvas-model.js";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);

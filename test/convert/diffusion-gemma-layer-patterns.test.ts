@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { CanvasDecoder, seededDraws } from "../../services/inference/decoder/canvas/canvas-decoder.js";
 import { loadCanvasModel } from "../../services/inference/decoder/canvas/canvas-model.js";
-import { HAVE_CONVERT_VENV, runConvertPython } from "./converted-models.js";
+import { HAVE_CONVERT_VENV, runConvertPython } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture, type TinyLayerPattern } from "./diffusion-gemma-fixture.js";
 import { recordingDraws } from "../helpers/recording-draws.js";
 

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, tesseraConvert } from "./converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, tesseraConvert } from "../helpers/converted-models.js";
 import { type DiffusionGemmaFixture, diffusionGemmaFixture } from "./diffusion-gemma-fixture.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);

@@ -10,7 +10,7 @@ import sharp from "sharp";
 import { afterAll, describe, expect, it } from "vitest";
 import { decodeImageDataUrl } from "../../services/inference/decoder/canvas/image-decode.js";
 import { preprocessImage, type VisionSettings } from "../../services/inference/decoder/canvas/image-preprocess.js";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "../helpers/converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 

@@ -3,7 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getLlama, type Llama, LlamaLogLevel, type Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+import {
+  type ConvertedFixtures,
+  convertedFixtures,
+  HAVE_CONVERT_VENV,
+  NO_VENV_MESSAGE,
+  runConvertPython,
+} from "../helpers/converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 

@@ -10,7 +10,7 @@ import { loadModelDir, type ModelDir } from "../../services/inference/engine/mod
 import { createModelRuntime } from "../../services/inference/engine/runtime.js";
 import { scoreSuffixes } from "../../services/inference/score/score.js";
 import { HEAD_SWITCH, LOGITS_AT, withSkippableHead } from "../../services/inference/onnx/onnx-head.js";
-import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "./converted-models.js";
+import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../helpers/converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 

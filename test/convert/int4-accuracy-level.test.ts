@@ -5,7 +5,13 @@ import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { int4AccuracyLevel, loadModelDir } from "../../services/inference/engine/model-dir.js";
 import { matMulNBitsAccuracyLevels, withMatMulNBitsAccuracy } from "../../services/inference/onnx/onnx-accuracy-level.js";
-import { type ConvertedFixtures, convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "./converted-models.js";
+import {
+  type ConvertedFixtures,
+  convertedFixtures,
+  HAVE_CONVERT_VENV,
+  NO_VENV_MESSAGE,
+  runConvertPython,
+} from "../helpers/converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 

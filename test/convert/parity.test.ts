@@ -9,7 +9,7 @@ import {
   NO_VENV_MESSAGE,
   runConvertPython,
   tesseraConvert,
-} from "./converted-models.js";
+} from "../helpers/converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 

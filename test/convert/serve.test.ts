@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ServeProcess, spawnTesseraServe } from "../helpers/serve-process.js";
 import { newApiKey } from "../helpers/tessera.js";
-import { convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "./converted-models.js";
+import { convertedFixtures, HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../helpers/converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 

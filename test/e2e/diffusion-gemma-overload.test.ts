@@ -5,7 +5,7 @@
 // the tiny converted model.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 import { chatBurst } from "../helpers/openai.js";
 import { startTestTessera, TEST_SERVING_ID, type TestTessera } from "../helpers/tessera.js";

@@ -9,7 +9,7 @@ import OpenAI from "openai";
 import { zodResponseFormat, zodTextFormat } from "openai/helpers/zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { HAVE_CONVERT_VENV } from "../convert/converted-models.js";
+import { HAVE_CONVERT_VENV } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 

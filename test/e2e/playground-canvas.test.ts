@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildPlayground } from "../../web/build.js";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 import { openPage, watchDenoiseView } from "../helpers/browser.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";

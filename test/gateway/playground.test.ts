@@ -80,8 +80,8 @@ describe("playground routes", () => {
   });
 
   it("TESSERA_PLAYGROUND: on by default; off leaves / unrouted; anything else stops the start", () => {
-    expect(loadConfig({ env: {} }).playground).toBe(true);
-    expect(loadConfig({ env: { TESSERA_PLAYGROUND: "off" } }).playground).toBe(false);
+    expect(loadConfig({ env: {} }).gateway.playground).toBe(true);
+    expect(loadConfig({ env: { TESSERA_PLAYGROUND: "off" } }).gateway.playground).toBe(false);
     expect(() => loadConfig({ env: { TESSERA_PLAYGROUND: "maybe" } })).toThrow(/TESSERA_PLAYGROUND/);
     const deps = {
       registry: {} as never,

@@ -1,10 +1,11 @@
 import type { ForwardFetch, ForwardInputs, ForwardOutputs, ForwardRunner, LayerKV } from "../../services/inference/decoder/forward.js";
 import { type Commit, mostConfident, type UnmaskPolicy } from "../../services/inference/decoder/policies/policy.js";
-import { bannedTokens, guessAt, guessWithTop, readoutGuess, type Guess } from "../../services/inference/decoder/unmask.js";
+import { bannedTokens } from "../../services/inference/core/banned-tokens.js";
+import { guessAt, guessWithTop, readoutGuess, type Guess } from "../../services/inference/decoder/unmask.js";
 import type { ModelDir } from "../../services/inference/engine/model-dir.js";
 
-export { type RecordedForward, recordingRunner } from "../../support/recording-runner.js";
-export { TINY_MODEL_DIR } from "../../support/tiny-model.js";
+export { type RecordedForward, recordingRunner } from "./recording-runner.js";
+export { TINY_MODEL_DIR } from "./tiny-model.js";
 
 /** Whether any row of a forward holds `token` among its current tokens. */
 export function inputHasToken(inputs: ForwardInputs, token: number): boolean {

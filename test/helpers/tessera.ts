@@ -108,7 +108,7 @@ export async function startTestTessera(options: TestTesseraOptions = {}): Promis
   const logs: string[] = [];
   const printed: string[] = [];
   const logger = createLogger({
-    level: config.logLevel,
+    level: config.server.logLevel,
     destination: new Writable({
       write(chunk: Buffer, _encoding, done) {
         for (const line of chunk.toString("utf8").split("\n")) if (line !== "") logs.push(line);

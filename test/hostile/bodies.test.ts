@@ -4,7 +4,7 @@
 // port (TESSERA_OPS_PORT; /metrics there only), and no answer is a 5xx. The same for decisions whose state is a
 // multi-megabyte object (issue 39): checked and refused on the body worker.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hugeChatBody, objectStateDecisionBody, probeWhile, startTinyServe, type TinyServe } from "../../support/hostile.js";
+import { hugeChatBody, objectStateDecisionBody, probeWhile, startTinyServe, type TinyServe } from "../helpers/hostile.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 let serve: TinyServe;

@@ -3,7 +3,7 @@
 // beyond it 529 overloaded_error with retry-after, and never a generation slot, so a chat is
 // not refused for the decisions beside it. The tiny converted DiffusionGemma, real HTTP.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 

@@ -5,8 +5,8 @@
 // its own, on 127.0.0.1.
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { probeWhile, startTinyServe, type TinyServe } from "../../support/hostile.js";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
+import { probeWhile, startTinyServe, type TinyServe } from "../helpers/hostile.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../helpers/tessera.js";
-import { CONVERT_PYTHON, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "../convert/converted-models.js";
+import { CONVERT_PYTHON, HAVE_CONVERT_VENV, NO_VENV_MESSAGE, runConvertPython } from "../helpers/converted-models.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 

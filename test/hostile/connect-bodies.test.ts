@@ -4,7 +4,7 @@
 // it is parsed; /healthz answers within 1 s beside three 7 MB ones. A Decide within the bound is
 // answered. The tiny model in a `tessera serve` of its own, on 127.0.0.1.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { objectStateDecisionBody, probeWhile, smallDecisionBody, startTinyServe, type TinyServe } from "../../support/hostile.js";
+import { objectStateDecisionBody, probeWhile, smallDecisionBody, startTinyServe, type TinyServe } from "../helpers/hostile.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 let serve: TinyServe;

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { accountFigures, createKey, ledgerTotals, startServe, writeCatalog } from "../../support/hostile.js";
+import { accountFigures, createKey, ledgerTotals, startServe, writeCatalog } from "../helpers/hostile.js";
 import { endlessTinyModel } from "../helpers/endless-model.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "tessera-crash-stream-"));

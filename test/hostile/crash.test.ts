@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { crashTrials, createKey, writeCatalog } from "../../support/hostile.js";
+import { crashTrials, createKey, writeCatalog } from "../helpers/hostile.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "tessera-crash-"));

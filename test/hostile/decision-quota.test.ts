@@ -1,7 +1,7 @@
 // Decision quotas are reserved like text quotas (issue 11, item 3): parallel decisions on a small
 // quota never overdraw it, and the refusal says what did not fit.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { smallDecisionBody } from "../../support/hostile.js";
+import { smallDecisionBody } from "../helpers/hostile.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 
 let tessera: TestTessera;

@@ -5,7 +5,7 @@
 // just under TESSERA_MAX_DECISION_WORK_TOKENS) a 16-token chat is answered within 3 s while the
 // server's RSS stays under 1 GB.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createKey, peakRssWhile, startTinyServe, wideDecisionBody, type TinyServe } from "../../support/hostile.js";
+import { createKey, peakRssWhile, startTinyServe, wideDecisionBody, type TinyServe } from "../helpers/hostile.js";
 import { BUNDLED_MODEL_DIR } from "../helpers/tessera.js";
 
 let serve: TinyServe;

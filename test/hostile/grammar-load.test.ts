@@ -7,7 +7,7 @@
 // server's RSS stays within 100 MiB; 128 tools of 50,000-character descriptions are refused
 // in < 1 s before any tokenizing, with a chat beside them answered within 1 s.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rssOf, startTinyServe, type TinyServe } from "../../support/hostile.js";
+import { rssOf, startTinyServe, type TinyServe } from "../helpers/hostile.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 let serve: TinyServe;

@@ -3,7 +3,7 @@
 // cost, so a key with a quota of cost + 3 runs it; 529 refusals leave no ledger entry; and
 // `tessera keys list`, run without TESSERA_DEFAULT_RPM, shows the rate the server applies.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { smallDecisionBody, tesseraKeys } from "../../support/hostile.js";
+import { smallDecisionBody, tesseraKeys } from "../helpers/hostile.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 
 let tessera: TestTessera;

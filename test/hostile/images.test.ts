@@ -6,7 +6,7 @@
 import { crc32, deflateSync } from "node:zlib";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../convert/converted-models.js";
+import { HAVE_CONVERT_VENV, NO_VENV_MESSAGE } from "../helpers/converted-models.js";
 import { diffusionGemmaFixture } from "../convert/diffusion-gemma-fixture.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 

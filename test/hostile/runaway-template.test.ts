@@ -5,7 +5,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTinyServe, type TinyServe } from "../../support/hostile.js";
+import { startTinyServe, type TinyServe } from "../helpers/hostile.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 const RUNAWAY = "{% if messages|length > 2 %}{% for i in range(10**10) %}{% endfor %}{% endif %}";

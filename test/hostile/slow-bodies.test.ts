@@ -5,8 +5,8 @@
 // its probes and an authenticated chat from a seventh is answered 200. (The full-size run, 1,100
 // connections of a byte every 5 s: `npx tsx bench/hostile.ts slowbodies`.)
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTinyServe, type TinyServe } from "../../support/hostile.js";
-import { requestFrom, startSlowBodyFlood, type Flood } from "../../support/slow-bodies.js";
+import { startTinyServe, type TinyServe } from "../helpers/hostile.js";
+import { requestFrom, startSlowBodyFlood, type Flood } from "../helpers/slow-bodies.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 
 let serve: TinyServe;

@@ -2,7 +2,7 @@
 // no token counting, 429 insufficient_quota at once; and the check counts nothing itself.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UsageKind } from "../../gen/tessera/accounting/v1/accounting_pb.js";
-import { hugeChatBody } from "../../support/hostile.js";
+import { hugeChatBody } from "../helpers/hostile.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 
 let tessera: TestTessera;

@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CONVERTIBLE } from "../../lib/hub/families.js";
-import { CONVERT_PYTHON, HAVE_CONVERT_VENV } from "../convert/converted-models.js";
+import { CONVERT_PYTHON, HAVE_CONVERT_VENV } from "../helpers/converted-models.js";
 import { REPO_ROOT } from "../helpers/tessera.js";
 
 interface PythonFamily {

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pullModel } from "../../bin/pull-command.js";
 import type { HubEnv } from "../../lib/hub/env.js";
-import { runConvertPython } from "../convert/converted-models.js";
+import { runConvertPython } from "../helpers/converted-models.js";
 import { startTestTessera } from "../helpers/tessera.js";
 import { filesOf, HubDouble } from "./hub-double.js";
 import { HAVE_CONVERT_VENV } from "./python-client.js";

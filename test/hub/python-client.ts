@@ -2,9 +2,9 @@
 // against the Hub double: the double must be good enough for it, and what it downloads
 // must be what tessera pull reuses.
 import { spawn } from "node:child_process";
-import { CONVERT_PYTHON } from "../convert/converted-models.js";
+import { CONVERT_PYTHON } from "../helpers/converted-models.js";
 
-export { HAVE_CONVERT_VENV } from "../convert/converted-models.js";
+export { HAVE_CONVERT_VENV } from "../helpers/converted-models.js";
 
 /** Runs a Python snippet with convert/.venv's Python (asynchronously: the double answers in this process). */
 export function runPython(code: string, env: Record<string, string>, timeoutMs = 120_000): Promise<string> {

@@ -2,8 +2,6 @@ import type { ForwardOutputs, Readout } from "./forward.js";
 import type { Commit, Guess, TokenProbability } from "./policies/policy.js";
 
 export type { Guess } from "./policies/policy.js";
-// The shared test helper (test/helpers/inference-engine.ts) takes bannedTokens from here.
-export { bannedTokens } from "../core/banned-tokens.js";
 
 /**
  * Greedy guess at one position from its logits `logits[offset, offset + vocab)`: the most

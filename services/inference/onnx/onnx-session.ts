@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import * as ort from "onnxruntime-node";
+import { readSetting } from "../../../lib/config.js";
 import type { Logger } from "../../../lib/logger.js";
 import { sessionHostReady } from "./onnx-host-client.js";
 import { WorkerSession } from "./onnx-worker-session.js";
@@ -42,8 +43,7 @@ export interface SessionOptions {
 
 /** Whether sessions run on a worker thread unless told otherwise: `TESSERA_ORT_WORKER`, default on. */
 export function ortWorkerDefault(env: NodeJS.ProcessEnv = process.env): boolean {
-  const v = env.TESSERA_ORT_WORKER?.trim().toLowerCase();
-  return !(v === "0" || v === "false" || v === "off" || v === "no");
+  return readSetting("engine", "ortWorker", env);
 }
 
 export interface OpenedSession {

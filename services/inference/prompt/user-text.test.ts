@@ -7,7 +7,7 @@ import path from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { ChatMessageSchema, Role, ToolDefinitionSchema } from "../../../gen/tessera/inference/v1/inference_pb.js";
-import { HAVE_CONVERT_VENV } from "../../../test/convert/converted-models.js";
+import { HAVE_CONVERT_VENV } from "../../../test/helpers/converted-models.js";
 import { diffusionGemmaFixture } from "../../../test/convert/diffusion-gemma-fixture.js";
 import { TINY_MODEL_DIR } from "../../../test/helpers/inference-engine.js";
 import { BoundedTemplate } from "../../../lib/bounded-template.js";

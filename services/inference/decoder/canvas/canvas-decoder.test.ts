@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HAVE_CONVERT_VENV, runConvertPython } from "../../../../test/convert/converted-models.js";
+import { HAVE_CONVERT_VENV, runConvertPython } from "../../../../test/helpers/converted-models.js";
 import { type DiffusionGemmaFixture, diffusionGemmaFixture } from "../../../../test/convert/diffusion-gemma-fixture.js";
 import { CanvasDecoder, type CanvasStepEvent, seededDraws } from "./canvas-decoder.js";
 import { type CanvasModel, loadCanvasModel } from "./canvas-model.js";

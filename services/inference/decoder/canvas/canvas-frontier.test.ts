@@ -1,6 +1,6 @@
 import { Ajv } from "ajv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HAVE_CONVERT_VENV } from "../../../../test/convert/converted-models.js";
+import { HAVE_CONVERT_VENV } from "../../../../test/helpers/converted-models.js";
 import { diffusionGemmaFixture } from "../../../../test/convert/diffusion-gemma-fixture.js";
 import { startCanvasGrammar } from "../../canvas/canvas-grammar.js";
 import { DEFAULT_GRAMMAR_OPTIONS } from "../../grammar/model-grammars.js";

@@ -2,7 +2,7 @@
 // (SwiftShader) against the CPU's: test/helpers/canvas-webgpu-scenario.ts, in a child process
 // (test/helpers/swiftshader.ts). Two rows batched (and one row a forward), two canvases of 4 steps each, logprobs on.
 import { describe, expect, it } from "vitest";
-import { HAVE_CONVERT_VENV } from "../../../../test/convert/converted-models.js";
+import { HAVE_CONVERT_VENV } from "../../../../test/helpers/converted-models.js";
 import { haveSwiftShader, runWithSwiftShader } from "../../../../test/helpers/swiftshader.js";
 import type { ForwardTransfer } from "../forward.js";
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HAVE_CONVERT_VENV, runConvertPython } from "../../../../test/convert/converted-models.js";
+import { HAVE_CONVERT_VENV, runConvertPython } from "../../../../test/helpers/converted-models.js";
 import { GraphSampler } from "./graph-sampler.js";
 import {
   acceptMask,

@@ -1,4 +1,4 @@
-// What the hostile-load benchmark and tests share (support/: imported by bench/ and test/ only): request bodies as an attacker sends them,
+// What the hostile-load benchmark and tests share (test/helpers/: imported by bench/ and test/ only): request bodies as an attacker sends them,
 // probes that time the health endpoints, resident memory of a process, and `tessera keys`.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 
-const root = resolve(import.meta.dirname, "..");
+const root = resolve(import.meta.dirname, "../..");
 const run = promisify(execFile);
 
 /** A chat body of `messages` user messages of `chars` characters each (2,048 × 3,600: 7.4 MB). */

@@ -1,4 +1,4 @@
-import type { ForwardFetch, ForwardInputs, ForwardRunner } from "../services/inference/decoder/forward.js";
+import type { ForwardFetch, ForwardInputs, ForwardRunner } from "../../services/inference/decoder/forward.js";
 
 export interface RecordedForward {
   batch: number;

@@ -4,8 +4,8 @@
 import { createHash } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import type { InferenceService, ScoreRequest } from "../gen/tessera/inference/v1/inference_pb.js";
-import { ModelKind, type RegistryService } from "../gen/tessera/registry/v1/registry_pb.js";
+import type { InferenceService, ScoreRequest } from "../../gen/tessera/inference/v1/inference_pb.js";
+import { ModelKind, type RegistryService } from "../../gen/tessera/registry/v1/registry_pb.js";
 
 export interface CatalogEntry {
   id: string;

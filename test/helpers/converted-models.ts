@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { ModelRuntime } from "../../services/inference/engine/runtime.js";
-import { REPO_ROOT } from "../helpers/tessera.js";
+import { REPO_ROOT } from "./tessera.js";
 
 /** The converter's Python environment, as `.ci/run` creates it. */
 export const CONVERT_PYTHON = join(REPO_ROOT, "convert/.venv/bin/python");
