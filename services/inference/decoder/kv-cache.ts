@@ -1,5 +1,13 @@
 import { DeviceBatchPast, type DeviceKVOps, DevicePresent, DeviceSequenceKV, type DevicePast } from "./device-kv.js";
-import type { KVShape, LayerKV, PresentKV } from "./forward.js";
+import { type KVShape, type LayerKV, type PresentKV, presentSlots } from "./forward.js";
+
+/**
+ * The room a kept batch's past gets when its rows outgrow it: a quarter more slots (at least
+ * GROWTH_MIN), so the whole past is copied once per 25% of growth, not once per step, and a
+ * forward attends to at most 25% blocked slots.
+ */
+const GROWTH = 0.25;
+const GROWTH_MIN = 16;
 
 /** A sequence's key/value cache: in host memory, or on the device (device-kv.ts). */
 export type KVCache = SequenceKV | DeviceSequenceKV;
@@ -38,18 +46,21 @@ export class SequenceKV {
   }
 
   /**
-   * Appends slots `[from, from + count)` of row `row` of a forward's present key/values
-   * (`[B, H_kv, total, D]`).
+   * Appends slots `[from, from + count)` of row `row` of a forward's present key/values, whose
+   * slots number `total` (`P + S`); a present of the current slots alone holds those from its `first`.
    */
   append(present: PresentKV, row: number, total: number, from: number, count: number): void {
     if (count <= 0) return;
     if (present instanceof DevicePresent) throw new Error("a host cache cannot store key/values left on the device");
+    const { layers, first } = presentSlots(present);
+    if (from < first) throw new Error(`slot ${from} is not in a present of slots from ${first}`);
+    const slots = total - first;
     this.reserve(this.length + count);
     const { heads: H, headDim: D } = this.shape;
-    for (let l = 0; l < present.length; l++) {
-      const src = present[l]!;
+    for (let l = 0; l < layers.length; l++) {
+      const src = layers[l]!;
       for (let h = 0; h < H; h++) {
-        const s = ((row * H + h) * total + from) * D;
+        const s = ((row * H + h) * slots + from - first) * D;
         const d = (h * this.capacity + this.length) * D;
         this.keys[l]!.set(src.key.subarray(s, s + count * D), d);
         this.values[l]!.set(src.value.subarray(s, s + count * D), d);
@@ -107,8 +118,11 @@ export class SequenceKV {
 
 /**
  * The batched past key/values fed to a forward. Between steps it is kept and patched in
- * place: a row that committed a block gets only its new slots copied; the whole tensor is
- * rebuilt only when the rows change or the longest past grows.
+ * place: a row that committed a block (or a token) gets only its new slots copied. The tensor
+ * is rebuilt only when the rows change, or when the longest past outgrows its slots; a batch
+ * of the same rows that grew is rebuilt with room to grow (GROWTH), so that a decode does not
+ * copy its whole past every step. The fed past is then longer than the longest row: slots past
+ * a row's length are zeros, blocked by the attention mask like any shorter row's.
  */
 export class BatchPast {
   private members: SequenceKV[] = [];
@@ -130,17 +144,16 @@ export class BatchPast {
   }
 
   private prepareHost(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[] } {
-    let past = 0;
-    for (const kv of rows) past = Math.max(past, kv.length);
-    const same =
-      past === this.past &&
-      rows.length === this.members.length &&
-      rows.every((kv, i) => kv === this.members[i] && kv.length >= this.lengths[i]!);
-    if (same) {
+    let longest = 0;
+    for (const kv of rows) longest = Math.max(longest, kv.length);
+    const sameRows = rows.length === this.members.length && rows.every((kv, i) => kv === this.members[i] && kv.length >= this.lengths[i]!);
+    if (sameRows && longest <= this.past) {
       rows.forEach((kv, b) => {
-        if (kv.length !== this.lengths[b]) kv.copyInto(this.layers, b, past, this.lengths[b], kv.length);
+        if (kv.length !== this.lengths[b]) kv.copyInto(this.layers, b, this.past, this.lengths[b], kv.length);
       });
     } else {
+      // A fresh batch (a prefill, new rows) is exactly as long as its longest row.
+      const past = sameRows ? longest + Math.max(GROWTH_MIN, Math.ceil(longest * GROWTH)) : longest;
       const { layers: L, heads: H, headDim: D } = this.shape;
       const size = rows.length * H * past * D;
       this.layers = Array.from({ length: L }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
@@ -151,7 +164,7 @@ export class BatchPast {
       this.past = past;
     }
     this.lengths = rows.map((kv) => kv.length);
-    return { past, layers: this.layers };
+    return { past: this.past, layers: this.layers };
   }
 
   /** Forget the kept tensors (after a failed forward, whose rows are then run one by one). */

@@ -13,6 +13,7 @@ import { skippableHeadParts } from "../onnx/onnx-head.js";
 import { concatBytes } from "../onnx/onnx-proto.js";
 import { bannedTokenIds } from "../decoder/unmask.js";
 import { type DeviceKVOps, deviceKVOps } from "../decoder/device-kv.js";
+import { newKVNames } from "../decoder/forward.js";
 import { appendGraph, downloadGraph, gatherGraph } from "../onnx/onnx-kv-graphs.js";
 import { readoutGraph, usesExternalData } from "../onnx/onnx-readout.js";
 import { modelText, type ModelText } from "../prompt/model-text.js";
@@ -104,7 +105,11 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
       ...(options.worker !== undefined ? { worker: options.worker } : {}),
       ...(options.fallback !== undefined ? { fallback: options.fallback } : {}),
       label: onnxPath,
-      deviceOutputs: ["logits", ...Array.from({ length: config.numLayers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat()],
+      deviceOutputs: [
+        "logits",
+        ...Array.from({ length: config.numLayers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat(),
+        ...newKVNames(config.numLayers),
+      ],
       ...(options.logger !== undefined ? { logger: options.logger } : {}),
     });
   } finally {
