@@ -15,16 +15,17 @@ def new_output_names(layers: int) -> List[str]:
     return [f"{NEW_PREFIX}.{l}.{kv}" for l in range(layers) for kv in ("key", "value")]
 
 
-def add_new_kv_outputs(graph_path: str, layers: int) -> None:
-    """Adds `present_new.{l}.key|value` to the exported graph at ``graph_path`` (before its
-    weights are attached: a small file): each is an Identity of the current positions' input of
-    the Concat that makes `present.{l}.*` (its first input is `past_key_values.{l}.*`), so the
-    values are those `present.*` holds at its last S slots, to the bit. Raises if the graph
-    does not have that form."""
+def add_new_kv_outputs(graph_path: str, layers: int, out_path: str = "") -> None:
+    """Adds `present_new.{l}.key|value` to the graph at ``graph_path`` (the exported graph,
+    before its weights are attached; or a converted model.onnx, its external data left where it
+    is), written to ``out_path`` (default: in place): each is an Identity of the current
+    positions' input of the Concat that makes `present.{l}.*` (its first input is
+    `past_key_values.{l}.*`), so the values are those `present.*` holds at its last S slots, to
+    the bit. Raises if the graph does not have that form."""
     import onnx
     from onnx import TensorProto, helper
 
-    m = onnx.load(graph_path)
+    m = onnx.load(graph_path, load_external_data=False)
     g = m.graph
     producer = {o: n for n in g.node for o in n.output}
     outputs = {o.name: o for o in g.output}
@@ -41,7 +42,7 @@ def add_new_kv_outputs(graph_path: str, layers: int) -> None:
             if len(shape) == 4:
                 shape[2] = "seq"
             g.output.append(helper.make_tensor_value_info(new, TensorProto.FLOAT, shape if len(shape) == 4 else None))
-    onnx.save(m, graph_path)
+    onnx.save(m, out_path or graph_path)
 
 
 def check_new_kv(outputs: dict, layers: int, seq: int) -> None:

@@ -57,7 +57,11 @@ async function bothWays(model: ModelDir): Promise<{ viaRunner: SequenceKV; direc
       feeds[name] =
         name === "tessera_compute_logits"
           ? new ort.Tensor("bool", Uint8Array.of(1), [])
-          : new ort.Tensor("int64", BigInt64Array.from({ length: S }, (_, i) => BigInt(i)), [B, S]);
+          : new ort.Tensor(
+              "int64",
+              BigInt64Array.from({ length: S }, (_, i) => BigInt(i)),
+              [B, S],
+            );
     }
     (inputs.pastKeyValues as LayerKV[]).forEach((layer, l) => {
       feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", layer.key, [B, shape.heads, P, shape.headDim]);

@@ -62,6 +62,7 @@ export class BatchBuilder {
       positionIds: this.positionIds,
       attentionMask: this.attentionMask,
       pastKeyValues: layers,
+      ...(Array.isArray(layers) ? { pastKept: true } : {}),
     };
   }
 

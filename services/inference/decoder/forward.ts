@@ -1,6 +1,7 @@
 import * as ort from "onnxruntime-node";
 import { HEAD_SWITCH, LOGITS_AT } from "../onnx/onnx-head.js";
 import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx/onnx-readout.js";
+import { lend } from "../onnx/onnx-worker-session.js";
 import { type DeviceKVOps, type DevicePast, type DevicePresent, isDevicePast } from "./device-kv.js";
 import { takeDeviceOutputs } from "./device-outputs.js";
 
@@ -23,6 +24,12 @@ export interface ForwardInputs {
   attentionMask: Float32Array;
   /** In host memory, or caches on the device (device-kv.ts) that the runner batches there. */
   pastKeyValues: LayerKV[] | DevicePast;
+  /**
+   * The host past's arrays are kept by the caller for its next forwards (BatchPast): a session on
+   * a worker thread borrows them for the run (`lend`, onnx-worker-session.ts) instead of copying
+   * them, and puts them back in `pastKeyValues`' entries when it returns.
+   */
+  pastKept?: boolean;
   /**
    * `[B, K]` indices into the `B * S` positions (`b * S + s`): the only positions whose logits
    * the forward computes, on a model whose head can be narrowed (onnx-head-at.ts); the logits
@@ -185,9 +192,12 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape, o
         for (const t of tensors) if (t.location === "cpu") transfer.toDevice.kv += bytesOf(t);
       } else {
         const kvDims = [B, shape.heads, P, shape.headDim];
+        const kept = inputs.pastKept === true;
         past.forEach((layer, l) => {
-          feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", layer.key, kvDims);
-          feeds[`past_key_values.${l}.value`] = new ort.Tensor("float32", layer.value, kvDims);
+          const key = kept ? lend(layer.key, (back) => (layer.key = back)) : layer.key;
+          const value = kept ? lend(layer.value, (back) => (layer.value = back)) : layer.value;
+          feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", key, kvDims);
+          feeds[`past_key_values.${l}.value`] = new ort.Tensor("float32", value, kvDims);
           transfer.toDevice.kv += layer.key.byteLength + layer.value.byteLength;
         });
       }

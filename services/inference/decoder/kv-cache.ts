@@ -146,7 +146,10 @@ export class BatchPast {
   private prepareHost(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[] } {
     let longest = 0;
     for (const kv of rows) longest = Math.max(longest, kv.length);
-    const sameRows = rows.length === this.members.length && rows.every((kv, i) => kv === this.members[i] && kv.length >= this.lengths[i]!);
+    const sameRows =
+      rows.length === this.members.length &&
+      rows.every((kv, i) => kv === this.members[i] && kv.length >= this.lengths[i]!) &&
+      this.intact();
     if (sameRows && longest <= this.past) {
       rows.forEach((kv, b) => {
         if (kv.length !== this.lengths[b]) kv.copyInto(this.layers, b, this.past, this.lengths[b], kv.length);
@@ -165,6 +168,15 @@ export class BatchPast {
     }
     this.lengths = rows.map((kv) => kv.length);
     return { past: this.past, layers: this.layers };
+  }
+
+  /**
+   * Whether the kept tensors are all there: a worker session borrows them for a forward
+   * (`pastKept`), and one that died with them never gave them back (they are then empty).
+   */
+  private intact(): boolean {
+    const size = this.members.length * this.shape.heads * this.past * this.shape.headDim;
+    return this.layers.every((layer) => layer.key.length === size && layer.value.length === size);
   }
 
   /** Forget the kept tensors (after a failed forward, whose rows are then run one by one). */
