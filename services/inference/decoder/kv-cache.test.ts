@@ -56,7 +56,7 @@ describe("BatchPast", () => {
     const b = new SequenceKV(SHAPE, 1);
     a.append(present(1, 64), 0, 64, 0, 64);
     b.append(present(1, 40), 0, 40, 0, 40);
-    const batch = new BatchPast(SHAPE);
+    const batch = new BatchPast(SHAPE, true);
     const first = batch.prepare([a, b]);
     expect(first.past).toBe(64);
 
@@ -89,7 +89,7 @@ describe("BatchPast", () => {
   it("blocks the spare slots of a grown batch in the attention mask", () => {
     const kv = new SequenceKV(SHAPE, 1);
     kv.append(present(1, 8), 0, 8, 0, 8);
-    const builder = new BatchBuilder(SHAPE, 1, 0);
+    const builder = new BatchBuilder(SHAPE, 1, 0, { roomToGrow: true });
     builder.build([{ kv, tokens: [1] }]);
     kv.append({ layers: present(1, 1, 8), first: 8 }, 0, 9, 8, 1);
     const inputs = builder.build([{ kv, tokens: [2] }]);
@@ -99,5 +99,16 @@ describe("BatchPast", () => {
     expect(row.slice(9, 25).every((x) => x < -1e8)).toBe(true);
     expect(row[25]).toBe(0); // the current token sees itself
     expect(inputs.positionIds[0]).toBe(9n);
+  });
+});
+
+describe("BatchPast without roomToGrow", () => {
+  it("rebuilds a grown batch exactly as long as its longest row", () => {
+    const kv = new SequenceKV(SHAPE, 1);
+    kv.append(present(1, 8), 0, 8, 0, 8);
+    const batch = new BatchPast(SHAPE);
+    expect(batch.prepare([kv]).past).toBe(8);
+    kv.append({ layers: present(1, 1, 8), first: 8 }, 0, 9, 8, 1);
+    expect(batch.prepare([kv]).past).toBe(9);
   });
 });

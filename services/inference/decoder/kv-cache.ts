@@ -120,9 +120,11 @@ export class SequenceKV {
  * The batched past key/values fed to a forward. Between steps it is kept and patched in
  * place: a row that committed a block (or a token) gets only its new slots copied. The tensor
  * is rebuilt only when the rows change, or when the longest past outgrows its slots; a batch
- * of the same rows that grew is rebuilt with room to grow (GROWTH), so that a decode does not
- * copy its whole past every step. The fed past is then longer than the longest row: slots past
- * a row's length are zeros, blocked by the attention mask like any shorter row's.
+ * of the same rows that grew is rebuilt with room to grow (GROWTH) where `roomToGrow` is set (the
+ * scheduler's step loop), so that a decode does not copy its whole past every step. The fed past
+ * is then longer than the longest row: slots past a row's length are zeros, blocked by the
+ * attention mask like any shorter row's (the logits may differ from an exact past's in the last
+ * bits: the attention sums run over more, zero, terms; a decision's chunks keep exact pasts).
  */
 export class BatchPast {
   private members: SequenceKV[] = [];
@@ -131,7 +133,10 @@ export class BatchPast {
   private layers: LayerKV[] = [];
   private device: DeviceBatchPast | undefined;
 
-  constructor(private readonly shape: KVShape) {}
+  constructor(
+    private readonly shape: KVShape,
+    private readonly roomToGrow = false,
+  ) {}
 
   prepare(rows: readonly KVCache[]): { past: number; layers: LayerKV[] | DevicePast } {
     if (rows.some((kv) => kv instanceof DeviceSequenceKV)) {
@@ -156,7 +161,7 @@ export class BatchPast {
       });
     } else {
       // A fresh batch (a prefill, new rows) is exactly as long as its longest row.
-      const past = sameRows ? longest + Math.max(GROWTH_MIN, Math.ceil(longest * GROWTH)) : longest;
+      const past = sameRows && this.roomToGrow ? longest + Math.max(GROWTH_MIN, Math.ceil(longest * GROWTH)) : longest;
       const { layers: L, heads: H, headDim: D } = this.shape;
       const size = rows.length * H * past * D;
       this.layers = Array.from({ length: L }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
