@@ -80,24 +80,30 @@ describe("BatchPast", () => {
     expect(a.length).toBe(82);
     expect(batch.prepare([a, b]).layers).toBe(layers);
 
-    // Other rows: exactly the longest past, fresh tensors.
+    // Other rows: a lone row is fed its cache's own arrays; two again get an exact batch.
     const alone = batch.prepare([b]);
-    expect(alone.past).toBe(b.length);
-    expect(alone.layers).not.toBe(layers);
+    expect(alone).toEqual(b.storage());
+    expect(alone.layers).toBe(b.storage().layers);
+    const again = batch.prepare([b, a]);
+    expect(again.past).toBe(82);
+    expect(again.layers).not.toBe(layers);
+    expect(at(again.layers as LayerKV[], 82, 1, 1, 0, 81, 1)).toBe(1e6 + 810 + 1);
   });
 
-  it("blocks the spare slots of a grown batch in the attention mask", () => {
+  it("feeds a lone row its cache's own arrays and blocks their spare slots in the attention mask", () => {
     const kv = new SequenceKV(SHAPE, 1);
     kv.append(present(1, 8), 0, 8, 0, 8);
     const builder = new BatchBuilder(SHAPE, 1, 0, { roomToGrow: true });
     builder.build([{ kv, tokens: [1] }]);
     kv.append({ layers: present(1, 1, 8), first: 8 }, 0, 9, 8, 1);
     const inputs = builder.build([{ kv, tokens: [2] }]);
-    expect(inputs.past).toBe(9 + 16);
+    // A lone row is fed its cache's own arrays: its capacity (doubled from 8) is the past.
+    expect(inputs.past).toBe(16);
+    expect(inputs.pastKeyValues).toBe(kv.storage().layers);
     const row = Array.from(inputs.attentionMask);
     expect(row.slice(0, 9).every((x) => x === 0)).toBe(true);
-    expect(row.slice(9, 25).every((x) => x < -1e8)).toBe(true);
-    expect(row[25]).toBe(0); // the current token sees itself
+    expect(row.slice(9, 16).every((x) => x < -1e8)).toBe(true);
+    expect(row[16]).toBe(0); // the current token sees itself
     expect(inputs.positionIds[0]).toBe(9n);
   });
 });

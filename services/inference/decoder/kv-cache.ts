@@ -32,8 +32,8 @@ export function createKVCache(model: KVPlacement, initialCapacity: number): KVCa
 export class SequenceKV {
   length = 0;
   private capacity: number;
-  private keys: Float32Array[];
-  private values: Float32Array[];
+  /** Per layer `[H_kv, capacity, D]`: LayerKV objects, so that a forward that borrows the arrays (`storage`) puts them back in place. */
+  private store: LayerKV[];
 
   constructor(
     readonly shape: KVShape,
@@ -41,8 +41,7 @@ export class SequenceKV {
   ) {
     this.capacity = Math.max(1, initialCapacity);
     const size = shape.heads * this.capacity * shape.headDim;
-    this.keys = Array.from({ length: shape.layers }, () => new Float32Array(size));
-    this.values = Array.from({ length: shape.layers }, () => new Float32Array(size));
+    this.store = Array.from({ length: shape.layers }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
   }
 
   /**
@@ -62,8 +61,8 @@ export class SequenceKV {
       for (let h = 0; h < H; h++) {
         const s = ((row * H + h) * slots + from - first) * D;
         const d = (h * this.capacity + this.length) * D;
-        this.keys[l]!.set(src.key.subarray(s, s + count * D), d);
-        this.values[l]!.set(src.value.subarray(s, s + count * D), d);
+        this.store[l]!.key.set(src.key.subarray(s, s + count * D), d);
+        this.store[l]!.value.set(src.value.subarray(s, s + count * D), d);
       }
     }
     this.length += count;
@@ -74,9 +73,9 @@ export class SequenceKV {
    * exactly full (made with its final length as capacity), else compact copies.
    */
   layersOfLength(): LayerKV[] {
-    if (this.length === this.capacity) return this.keys.map((key, l) => ({ key, value: this.values[l]! }));
+    if (this.length === this.capacity) return this.store.map(({ key, value }) => ({ key, value }));
     const size = this.shape.heads * this.length * this.shape.headDim;
-    const layers = this.keys.map(() => ({ key: new Float32Array(size), value: new Float32Array(size) }));
+    const layers = this.store.map(() => ({ key: new Float32Array(size), value: new Float32Array(size) }));
     this.copyInto(layers, 0, this.length);
     return layers;
   }
@@ -89,10 +88,19 @@ export class SequenceKV {
       for (let h = 0; h < H; h++) {
         const s = (h * this.capacity + from) * D;
         const d = ((row * H + h) * past + from) * D;
-        dst[l]!.key.set(this.keys[l]!.subarray(s, s + (to - from) * D), d);
-        dst[l]!.value.set(this.values[l]!.subarray(s, s + (to - from) * D), d);
+        dst[l]!.key.set(this.store[l]!.key.subarray(s, s + (to - from) * D), d);
+        dst[l]!.value.set(this.store[l]!.value.subarray(s, s + (to - from) * D), d);
       }
     }
+  }
+
+  /**
+   * The cache's own arrays as a one-row past of `capacity` slots, `[1, H_kv, capacity, D]`: fed
+   * with the slots past `length` blocked by the mask, nothing is copied. A worker session may
+   * borrow the arrays for the forward (`pastKept`); they come back into this cache's entries.
+   */
+  storage(): { past: number; layers: LayerKV[] } {
+    return { past: this.capacity, layers: this.store };
   }
 
   /** Nothing to free early: host memory goes with the object. */
@@ -110,8 +118,7 @@ export class SequenceKV {
       }
       return next;
     };
-    this.keys = this.keys.map(grow);
-    this.values = this.values.map(grow);
+    this.store = this.store.map(({ key, value }) => ({ key: grow(key), value: grow(value) }));
     this.capacity = capacity;
   }
 }
@@ -149,6 +156,11 @@ export class BatchPast {
   }
 
   private prepareHost(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[] } {
+    if (this.roomToGrow && rows.length === 1) {
+      // A lone row (a decode's usual batch) is fed its cache's own arrays, spare slots blocked: no copy.
+      this.reset();
+      return rows[0]!.storage();
+    }
     let longest = 0;
     for (const kv of rows) longest = Math.max(longest, kv.length);
     const sameRows =

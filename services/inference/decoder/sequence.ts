@@ -126,7 +126,10 @@ export class Sequence {
     this.stops = new Set(model.stopTokenIds ?? [model.eosTokenId]);
     const aligned = this.shift === 1 && n > 0 && n % blockSize === 0;
     this.promptBlocks = aligned ? n - blockSize : Math.floor(n / blockSize) * blockSize;
-    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + 4 * blockSize));
+    // Room for the reply up front (at most 256 slots): growing the cache copies it all into fresh
+    // memory, which cost 0.8 s at 1.7B on the shared CPU (bench/cpu-peer.md).
+    const room = Math.max(4 * blockSize, Math.min(params.maxTokens + blockSize, 256));
+    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + room));
     this.banned = bannedTokens(model.vocabSize, bannedTokenIds(model));
     this.text = new ReplyText(params.decode, params.stops);
     this.blockStart = this.promptBlocks;
