@@ -9,6 +9,15 @@ import { type KVShape, type LayerKV, type PresentKV, presentSlots } from "./forw
 const GROWTH = 0.25;
 const GROWTH_MIN = 16;
 
+/**
+ * The slots a sequence's cache holds beyond its prompt from the start: its reply's (at most 256;
+ * at least 4 blocks). Growing a cache copies it all into fresh memory, which cost 0.8 s at 1.7B
+ * on the shared CPU (bench/cpu-peer.md), so an autoregressive reply should not grow it early.
+ */
+export function replyRoom(maxTokens: number, blockSize: number): number {
+  return Math.max(4 * blockSize, Math.min(maxTokens + blockSize, 256));
+}
+
 /** A sequence's key/value cache: in host memory, or on the device (device-kv.ts). */
 export type KVCache = SequenceKV | DeviceSequenceKV;
 

@@ -1,7 +1,7 @@
 import { ConstrainedSpan } from "../grammar/constrained-span.js";
 import type { GrammarReport, SequenceGrammar } from "../grammar/sequence-grammar.js";
 import type { ForwardOutputs } from "./forward.js";
-import { createKVCache, type KVCache, type KVPlacement } from "./kv-cache.js";
+import { createKVCache, type KVCache, type KVPlacement, replyRoom } from "./kv-cache.js";
 import { type CommittedLogprob, logprobsAt } from "./logprobs.js";
 import { type Commit, type Guess, mostConfident, type StepContext, type UnmaskPolicy } from "./policies/policy.js";
 import { cutAtStop, ReplyText, type StopMatcher, tokensSent } from "./reply-text.js";
@@ -126,10 +126,7 @@ export class Sequence {
     this.stops = new Set(model.stopTokenIds ?? [model.eosTokenId]);
     const aligned = this.shift === 1 && n > 0 && n % blockSize === 0;
     this.promptBlocks = aligned ? n - blockSize : Math.floor(n / blockSize) * blockSize;
-    // Room for the reply up front (at most 256 slots): growing the cache copies it all into fresh
-    // memory, which cost 0.8 s at 1.7B on the shared CPU (bench/cpu-peer.md).
-    const room = Math.max(4 * blockSize, Math.min(params.maxTokens + blockSize, 256));
-    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + room));
+    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + replyRoom(params.maxTokens, blockSize)));
     this.banned = bannedTokens(model.vocabSize, bannedTokenIds(model));
     this.text = new ReplyText(params.decode, params.stops);
     this.blockStart = this.promptBlocks;
