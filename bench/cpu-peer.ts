@@ -37,7 +37,11 @@ const log = (line: string) => console.error(line);
 
 const PYTHON = path.join(ROOT, "convert/.venv/bin/python");
 const ckpt = path.join(ROOT, ".cache/full/ckpt", name);
-const modelDir = path.join(ROOT, ".cache/cpu-peer", `${name}-int8`);
+// Converted with the `present_new.*` outputs (docs/model-contract.md, "New key/values"); a
+// conversion made before them stays under its old name (`-int8`) for whoever reads it, and this
+// one is derived from it where it exists (bench/cpu_peer/with_new_kv.py: the converter's graph pass).
+const oldModelDir = path.join(ROOT, ".cache/cpu-peer", `${name}-int8`);
+const modelDir = path.join(ROOT, ".cache/cpu-peer", `${name}-int8-newkv`);
 const gguf = (type: string) => path.join(ROOT, ".cache/cpu-peer", `${name}-${type}.gguf`);
 
 function python(args: string[]): void {
@@ -47,7 +51,10 @@ function python(args: string[]): void {
 }
 
 if (!existsSync(path.join(ckpt, "config.json"))) python(["bench/full_size/make_checkpoints.py", name, ckpt]);
-if (!existsSync(path.join(modelDir, "model.onnx"))) python(["-m", "tessera_convert", ckpt, modelDir, "--weights", "int8"]);
+if (!existsSync(path.join(modelDir, "model.onnx"))) {
+  if (existsSync(path.join(oldModelDir, "model.onnx"))) python(["bench/cpu_peer/with_new_kv.py", oldModelDir, modelDir]);
+  else python(["-m", "tessera_convert", ckpt, modelDir, "--weights", "int8"]);
+}
 for (const type of peers) if (!existsSync(gguf(type))) python(["bench/cpu_peer/to_gguf.py", ckpt, gguf(type), "--type", type]);
 
 function rssMiB(): { rss: number; peak: number } {

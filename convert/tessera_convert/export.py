@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from .contract import dynamic_axes, input_names, output_names
+from .new_kv import check_new_kv
 from .quantize_int4 import INT4_BLOCK
 from .qwen import QwenContractLM
 
@@ -247,8 +248,10 @@ def compare(cases: list, layers: int, onnx_path: str) -> dict:
     worst = {"logits": 0.0, "present": 0.0}
     err2 = ref2 = 0.0
     agree = rows = 0
+    out_names = [o.name for o in sess.get_outputs()]
     for args, ref in cases:
         got = sess.run(None, dict(zip(names, args)))
+        check_new_kv(dict(zip(out_names, got)), layers, args[0].shape[1])
         for i, (r, o) in enumerate(zip(ref, got)):
             if r.shape != o.shape:
                 raise RuntimeError(f"ONNX Runtime output {i} has shape {o.shape}, torch {r.shape}")

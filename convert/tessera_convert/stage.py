@@ -54,6 +54,7 @@ def torch_stage(ckpt_dir: str, block_size, fp32_path: str, external: bool, work:
 
         from .export import attach_weights, export_fp32, reference_outputs
         from .families import read_checkpoint
+        from .new_kv import add_new_kv_outputs
 
         ck = read_checkpoint(ckpt_dir, block_size)
         torch.manual_seed(0)
@@ -66,6 +67,7 @@ def torch_stage(ckpt_dir: str, block_size, fp32_path: str, external: bool, work:
         progress("exporting the graph to ONNX (opset 17, fp32)")
         t0 = time.time()
         graph = export_fp32(model, ck.block_size, work)
+        add_new_kv_outputs(graph, ck.arch.num_hidden_layers)
         progress(f"exported in {time.time() - t0:.1f} s; writing the weights one at a time")
         attach_weights(graph, model, fp32_path, external)
         progress(f"fp32 model written in {time.time() - t0:.1f} s")

@@ -31,8 +31,10 @@ export class BatchBuilder {
     shape: KVShape,
     private readonly blockSize: number,
     private readonly padTokenId: number,
+    /** Rebuild a kept past that the same rows outgrew with room to grow (BatchPast): the step loop's batches. */
+    options: { roomToGrow?: boolean } = {},
   ) {
-    this.past = new BatchPast(shape);
+    this.past = new BatchPast(shape, options.roomToGrow === true);
   }
 
   build(rows: readonly BatchRow[]): ForwardInputs {
@@ -62,6 +64,7 @@ export class BatchBuilder {
       positionIds: this.positionIds,
       attentionMask: this.attentionMask,
       pastKeyValues: layers,
+      ...(Array.isArray(layers) ? { pastKept: true } : {}),
     };
   }
 

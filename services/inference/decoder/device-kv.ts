@@ -125,7 +125,8 @@ export interface DeviceKVGraphs {
 }
 
 /**
- * A forward's present key/values on the device, `[B, H_kv, P+S, D]` per tensor, shared by the
+ * A forward's present key/values on the device, `[B, H_kv, P+S, D]` per tensor (or the S
+ * current slots alone, `[B, H_kv, S, D]`, from forward slot `first`), shared by the
  * caches of the rows that store a slice of it: freed when the forward's caller and every cache
  * still to store from it have let it go.
  */
@@ -135,6 +136,8 @@ export class DevicePresent {
   constructor(
     private readonly ops: DeviceKVOps,
     readonly tensors: readonly ort.Tensor[],
+    /** The forward slot the tensors' first slot holds: 0, or P for a model's `present_new.*`. */
+    readonly first = 0,
   ) {
     ops.hold(tensors);
   }
@@ -172,7 +175,7 @@ export class DeviceSequenceKV {
     if (!(present instanceof DevicePresent)) throw new Error("a device cache stores only key/values left on the device");
     if (this.disposed) throw new Error("key/value cache used after it was released");
     present.retain();
-    this.pending.push({ present, row, from, count });
+    this.pending.push({ present, row, from: from - present.first, count });
     this.length += count;
   }
 

@@ -8,17 +8,21 @@ import type { ForwardOutputs, ForwardTransfer } from "./forward.js";
 /**
  * The forward's outputs as the engine reads them: the readout (on the host: `[B, S]`), the
  * logits brought to the host only when `wanted` names them, the present key/values left on
- * the device as a DevicePresent when wanted, freed otherwise. Adds the bytes that came to the
+ * the device as a DevicePresent when wanted (`kv.names`: its slots start at forward slot `kv.first`), freed otherwise. Adds the bytes that came to the
  * host to `transfer`.
  */
 export async function takeDeviceOutputs(
   out: ort.InferenceSession.ReturnType,
   wanted: readonly string[],
-  presentNames: readonly string[],
+  kv: { names: readonly string[]; first: number; unused: readonly string[] },
   deviceKV: DeviceKVOps,
   transfer: ForwardTransfer,
 ): Promise<ForwardOutputs> {
   const result: ForwardOutputs = {};
+  const presentNames = kv.names;
+  // The set of key/value outputs the engine does not read (a model's `present.*` when it has
+  // `present_new.*`): left on the device by a run that fetched every output, freed at once.
+  for (const name of kv.unused) out[name]?.dispose();
   const logits = out.logits;
   try {
     if (logits !== undefined && wanted.includes("logits")) {
@@ -42,7 +46,7 @@ export async function takeDeviceOutputs(
   }
   const present = presentNames.map((name) => out[name]!);
   if (wanted.includes(presentNames[0]!)) {
-    const kept = new DevicePresent(deviceKV, present);
+    const kept = new DevicePresent(deviceKV, present, kv.first);
     result.present = kept;
     result.release = () => kept.release();
   } else {

@@ -1,6 +1,7 @@
 import * as ort from "onnxruntime-node";
 import { HEAD_SWITCH, LOGITS_AT } from "../onnx/onnx-head.js";
 import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx/onnx-readout.js";
+import { lend } from "../onnx/onnx-worker-session.js";
 import { type DeviceKVOps, type DevicePast, type DevicePresent, isDevicePast } from "./device-kv.js";
 import { takeDeviceOutputs } from "./device-outputs.js";
 
@@ -24,6 +25,12 @@ export interface ForwardInputs {
   /** In host memory, or caches on the device (device-kv.ts) that the runner batches there. */
   pastKeyValues: LayerKV[] | DevicePast;
   /**
+   * The host past's arrays are kept by the caller for its next forwards (BatchPast): a session on
+   * a worker thread borrows them for the run (`lend`, onnx-worker-session.ts) instead of copying
+   * them, and puts them back in `pastKeyValues`' entries when it returns.
+   */
+  pastKept?: boolean;
+  /**
    * `[B, K]` indices into the `B * S` positions (`b * S + s`): the only positions whose logits
    * the forward computes, on a model whose head can be narrowed (onnx-head-at.ts); the logits
    * are then `[B, K, V]`. All positions when absent.
@@ -31,8 +38,37 @@ export interface ForwardInputs {
   logitsAt?: { indices: BigInt64Array; perRow: number };
 }
 
-/** A forward's present key/values: host arrays, or tensors left on the device. */
-export type PresentKV = readonly LayerKV[] | DevicePresent;
+/**
+ * Host key/values of the forward positions `[first, first + slots)` (of the past and current
+ * slots, `P + S`), per layer `[B, H_kv, slots, D]`: a model's `present_new.*`, the current
+ * positions alone (`first` = P; docs/model-contract.md, "New key/values").
+ */
+export interface PresentSlots {
+  layers: readonly LayerKV[];
+  first: number;
+}
+
+/**
+ * A forward's present key/values: host arrays of every slot (`present.*`, `[B, H_kv, P+S, D]`),
+ * the current slots alone, or tensors left on the device.
+ */
+export type PresentKV = readonly LayerKV[] | PresentSlots | DevicePresent;
+
+/** Host key/values as slots from `first` (0 for a whole present). */
+export function presentSlots(present: readonly LayerKV[] | PresentSlots): PresentSlots {
+  return isPresentSlots(present) ? present : { layers: present, first: 0 };
+}
+
+function isPresentSlots(present: readonly LayerKV[] | PresentSlots): present is PresentSlots {
+  return !Array.isArray(present);
+}
+
+/** The outputs holding the current positions' key/values alone (docs/model-contract.md, "New key/values"). */
+export function newKVNames(layers: number): string[] {
+  const names: string[] = [];
+  for (let l = 0; l < layers; l++) names.push(`present_new.${l}.key`, `present_new.${l}.value`);
+  return names;
+}
 
 /** The greedy readout of every position: see onnx-readout.ts. */
 export interface Readout {
@@ -47,7 +83,7 @@ export interface ForwardOutputs {
   logits?: Float32Array;
   /** Present when asked for and the model has the readout outputs. */
   readout?: Readout;
-  /** `[B, H_kv, P+S, D]` per layer; only when asked for. */
+  /** Only when asked for: `[B, H_kv, P+S, D]` per layer, or the S current slots alone where the model has them. */
   present?: PresentKV;
   /**
    * Frees what the forward left on the device that no cache took (call once the rows have been
@@ -110,8 +146,14 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape, o
   // WebGPU refuses the readout's Softmax over the skipped head's empty logits (a dispatch of
   // size 0), so a prefill there computes the head and does not fetch it.
   const canSkipHead = options.provider !== "webgpu";
-  const presentNames: string[] = [];
-  for (let l = 0; l < shape.layers; l++) presentNames.push(`present.${l}.key`, `present.${l}.value`);
+  const fullNames: string[] = [];
+  for (let l = 0; l < shape.layers; l++) fullNames.push(`present.${l}.key`, `present.${l}.value`);
+  // A model with the current positions' key/values as outputs of their own is fetched those
+  // (S slots) instead of `present.*` (P + S slots: the whole past back again, every commit).
+  const newNames = newKVNames(shape.layers);
+  const fetchesNew = newNames.every((name) => session.outputNames.includes(name));
+  const presentNames = fetchesNew ? newNames : fullNames;
+  const unusedNames = fetchesNew ? fullNames : [];
   const hasReadout = session.outputNames.includes(READOUT_CONFIDENCE) && session.outputNames.includes(READOUT_TOKEN);
   const hasHeadSwitch = session.inputNames.includes(HEAD_SWITCH);
   const hasLogitsAt = session.inputNames.includes(LOGITS_AT);
@@ -150,9 +192,12 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape, o
         for (const t of tensors) if (t.location === "cpu") transfer.toDevice.kv += bytesOf(t);
       } else {
         const kvDims = [B, shape.heads, P, shape.headDim];
+        const kept = inputs.pastKept === true;
         past.forEach((layer, l) => {
-          feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", layer.key, kvDims);
-          feeds[`past_key_values.${l}.value`] = new ort.Tensor("float32", layer.value, kvDims);
+          const key = kept ? lend(layer.key, (back) => (layer.key = back)) : layer.key;
+          const value = kept ? lend(layer.value, (back) => (layer.value = back)) : layer.value;
+          feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", key, kvDims);
+          feeds[`past_key_values.${l}.value`] = new ort.Tensor("float32", value, kvDims);
           transfer.toDevice.kv += layer.key.byteLength + layer.value.byteLength;
         });
       }
@@ -166,14 +211,20 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape, o
         if (isDevicePast(past)) past.done();
       }
       if (deviceKV !== undefined) {
-        const result = await takeDeviceOutputs(out, wanted, presentNames, deviceKV, transfer);
+        const result = await takeDeviceOutputs(
+          out,
+          wanted,
+          { names: presentNames, first: fetchesNew ? P : 0, unused: unusedNames },
+          deviceKV,
+          transfer,
+        );
         onTransfer?.(transfer);
         return result;
       }
       const result: ForwardOutputs = {};
       for (const [name, t] of Object.entries(out)) {
         if (t.location !== "cpu") continue;
-        if (name.startsWith("present.")) transfer.toHost.kv += bytesOf(t);
+        if (name.startsWith("present")) transfer.toHost.kv += bytesOf(t);
         else transfer.toHost.other += bytesOf(t);
       }
       if (onDevice) onTransfer?.(transfer);
@@ -185,13 +236,13 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape, o
       }
       if (fetch.present) {
         const present: LayerKV[] = [];
-        result.present = present;
         for (let l = 0; l < shape.layers; l++) {
           present.push({
-            key: out[`present.${l}.key`]!.data as Float32Array,
-            value: out[`present.${l}.value`]!.data as Float32Array,
+            key: out[presentNames[2 * l]!]!.data as Float32Array,
+            value: out[presentNames[2 * l + 1]!]!.data as Float32Array,
           });
         }
+        result.present = fetchesNew ? { layers: present, first: P } : present;
       }
       return result;
     },

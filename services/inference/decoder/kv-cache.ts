@@ -1,5 +1,22 @@
 import { DeviceBatchPast, type DeviceKVOps, DevicePresent, DeviceSequenceKV, type DevicePast } from "./device-kv.js";
-import type { KVShape, LayerKV, PresentKV } from "./forward.js";
+import { type KVShape, type LayerKV, type PresentKV, presentSlots } from "./forward.js";
+
+/**
+ * The room a kept batch's past gets when its rows outgrow it: a quarter more slots (at least
+ * GROWTH_MIN), so the whole past is copied once per 25% of growth, not once per step, and a
+ * forward attends to at most 25% blocked slots.
+ */
+const GROWTH = 0.25;
+const GROWTH_MIN = 16;
+
+/**
+ * The slots a sequence's cache holds beyond its prompt from the start: its reply's (at most 256;
+ * at least 4 blocks). Growing a cache copies it all into fresh memory, which cost 0.8 s at 1.7B
+ * on the shared CPU (bench/cpu-peer.md), so an autoregressive reply should not grow it early.
+ */
+export function replyRoom(maxTokens: number, blockSize: number): number {
+  return Math.max(4 * blockSize, Math.min(maxTokens + blockSize, 256));
+}
 
 /** A sequence's key/value cache: in host memory, or on the device (device-kv.ts). */
 export type KVCache = SequenceKV | DeviceSequenceKV;
@@ -24,8 +41,8 @@ export function createKVCache(model: KVPlacement, initialCapacity: number): KVCa
 export class SequenceKV {
   length = 0;
   private capacity: number;
-  private keys: Float32Array[];
-  private values: Float32Array[];
+  /** Per layer `[H_kv, capacity, D]`: LayerKV objects, so that a forward that borrows the arrays (`storage`) puts them back in place. */
+  private store: LayerKV[];
 
   constructor(
     readonly shape: KVShape,
@@ -33,26 +50,28 @@ export class SequenceKV {
   ) {
     this.capacity = Math.max(1, initialCapacity);
     const size = shape.heads * this.capacity * shape.headDim;
-    this.keys = Array.from({ length: shape.layers }, () => new Float32Array(size));
-    this.values = Array.from({ length: shape.layers }, () => new Float32Array(size));
+    this.store = Array.from({ length: shape.layers }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
   }
 
   /**
-   * Appends slots `[from, from + count)` of row `row` of a forward's present key/values
-   * (`[B, H_kv, total, D]`).
+   * Appends slots `[from, from + count)` of row `row` of a forward's present key/values, whose
+   * slots number `total` (`P + S`); a present of the current slots alone holds those from its `first`.
    */
   append(present: PresentKV, row: number, total: number, from: number, count: number): void {
     if (count <= 0) return;
     if (present instanceof DevicePresent) throw new Error("a host cache cannot store key/values left on the device");
+    const { layers, first } = presentSlots(present);
+    if (from < first) throw new Error(`slot ${from} is not in a present of slots from ${first}`);
+    const slots = total - first;
     this.reserve(this.length + count);
     const { heads: H, headDim: D } = this.shape;
-    for (let l = 0; l < present.length; l++) {
-      const src = present[l]!;
+    for (let l = 0; l < layers.length; l++) {
+      const src = layers[l]!;
       for (let h = 0; h < H; h++) {
-        const s = ((row * H + h) * total + from) * D;
+        const s = ((row * H + h) * slots + from - first) * D;
         const d = (h * this.capacity + this.length) * D;
-        this.keys[l]!.set(src.key.subarray(s, s + count * D), d);
-        this.values[l]!.set(src.value.subarray(s, s + count * D), d);
+        this.store[l]!.key.set(src.key.subarray(s, s + count * D), d);
+        this.store[l]!.value.set(src.value.subarray(s, s + count * D), d);
       }
     }
     this.length += count;
@@ -63,9 +82,9 @@ export class SequenceKV {
    * exactly full (made with its final length as capacity), else compact copies.
    */
   layersOfLength(): LayerKV[] {
-    if (this.length === this.capacity) return this.keys.map((key, l) => ({ key, value: this.values[l]! }));
+    if (this.length === this.capacity) return this.store.map(({ key, value }) => ({ key, value }));
     const size = this.shape.heads * this.length * this.shape.headDim;
-    const layers = this.keys.map(() => ({ key: new Float32Array(size), value: new Float32Array(size) }));
+    const layers = this.store.map(() => ({ key: new Float32Array(size), value: new Float32Array(size) }));
     this.copyInto(layers, 0, this.length);
     return layers;
   }
@@ -78,10 +97,19 @@ export class SequenceKV {
       for (let h = 0; h < H; h++) {
         const s = (h * this.capacity + from) * D;
         const d = ((row * H + h) * past + from) * D;
-        dst[l]!.key.set(this.keys[l]!.subarray(s, s + (to - from) * D), d);
-        dst[l]!.value.set(this.values[l]!.subarray(s, s + (to - from) * D), d);
+        dst[l]!.key.set(this.store[l]!.key.subarray(s, s + (to - from) * D), d);
+        dst[l]!.value.set(this.store[l]!.value.subarray(s, s + (to - from) * D), d);
       }
     }
+  }
+
+  /**
+   * The cache's own arrays as a one-row past of `capacity` slots, `[1, H_kv, capacity, D]`: fed
+   * with the slots past `length` blocked by the mask, nothing is copied. A worker session may
+   * borrow the arrays for the forward (`pastKept`); they come back into this cache's entries.
+   */
+  storage(): { past: number; layers: LayerKV[] } {
+    return { past: this.capacity, layers: this.store };
   }
 
   /** Nothing to free early: host memory goes with the object. */
@@ -99,16 +127,20 @@ export class SequenceKV {
       }
       return next;
     };
-    this.keys = this.keys.map(grow);
-    this.values = this.values.map(grow);
+    this.store = this.store.map(({ key, value }) => ({ key: grow(key), value: grow(value) }));
     this.capacity = capacity;
   }
 }
 
 /**
  * The batched past key/values fed to a forward. Between steps it is kept and patched in
- * place: a row that committed a block gets only its new slots copied; the whole tensor is
- * rebuilt only when the rows change or the longest past grows.
+ * place: a row that committed a block (or a token) gets only its new slots copied. The tensor
+ * is rebuilt only when the rows change, or when the longest past outgrows its slots; a batch
+ * of the same rows that grew is rebuilt with room to grow (GROWTH) where `roomToGrow` is set (the
+ * scheduler's step loop), so that a decode does not copy its whole past every step. The fed past
+ * is then longer than the longest row: slots past a row's length are zeros, blocked by the
+ * attention mask like any shorter row's (the logits may differ from an exact past's in the last
+ * bits: the attention sums run over more, zero, terms; a decision's chunks keep exact pasts).
  */
 export class BatchPast {
   private members: SequenceKV[] = [];
@@ -117,7 +149,10 @@ export class BatchPast {
   private layers: LayerKV[] = [];
   private device: DeviceBatchPast | undefined;
 
-  constructor(private readonly shape: KVShape) {}
+  constructor(
+    private readonly shape: KVShape,
+    private readonly roomToGrow = false,
+  ) {}
 
   prepare(rows: readonly KVCache[]): { past: number; layers: LayerKV[] | DevicePast } {
     if (rows.some((kv) => kv instanceof DeviceSequenceKV)) {
@@ -130,17 +165,24 @@ export class BatchPast {
   }
 
   private prepareHost(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[] } {
-    let past = 0;
-    for (const kv of rows) past = Math.max(past, kv.length);
-    const same =
-      past === this.past &&
+    if (this.roomToGrow && rows.length === 1) {
+      // A lone row (a decode's usual batch) is fed its cache's own arrays, spare slots blocked: no copy.
+      this.reset();
+      return rows[0]!.storage();
+    }
+    let longest = 0;
+    for (const kv of rows) longest = Math.max(longest, kv.length);
+    const sameRows =
       rows.length === this.members.length &&
-      rows.every((kv, i) => kv === this.members[i] && kv.length >= this.lengths[i]!);
-    if (same) {
+      rows.every((kv, i) => kv === this.members[i] && kv.length >= this.lengths[i]!) &&
+      this.intact();
+    if (sameRows && longest <= this.past) {
       rows.forEach((kv, b) => {
-        if (kv.length !== this.lengths[b]) kv.copyInto(this.layers, b, past, this.lengths[b], kv.length);
+        if (kv.length !== this.lengths[b]) kv.copyInto(this.layers, b, this.past, this.lengths[b], kv.length);
       });
     } else {
+      // A fresh batch (a prefill, new rows) is exactly as long as its longest row.
+      const past = sameRows && this.roomToGrow ? longest + Math.max(GROWTH_MIN, Math.ceil(longest * GROWTH)) : longest;
       const { layers: L, heads: H, headDim: D } = this.shape;
       const size = rows.length * H * past * D;
       this.layers = Array.from({ length: L }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
@@ -151,7 +193,16 @@ export class BatchPast {
       this.past = past;
     }
     this.lengths = rows.map((kv) => kv.length);
-    return { past, layers: this.layers };
+    return { past: this.past, layers: this.layers };
+  }
+
+  /**
+   * Whether the kept tensors are all there: a worker session borrows them for a forward
+   * (`pastKept`), and one that died with them never gave them back (they are then empty).
+   */
+  private intact(): boolean {
+    const size = this.members.length * this.shape.heads * this.past * this.shape.headDim;
+    return this.layers.every((layer) => layer.key.length === size && layer.value.length === size);
   }
 
   /** Forget the kept tensors (after a failed forward, whose rows are then run one by one). */

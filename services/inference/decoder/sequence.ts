@@ -1,7 +1,7 @@
 import { ConstrainedSpan } from "../grammar/constrained-span.js";
 import type { GrammarReport } from "../grammar/sequence-grammar.js";
 import type { ForwardOutputs } from "./forward.js";
-import { createKVCache, type KVCache } from "./kv-cache.js";
+import { createKVCache, type KVCache, replyRoom } from "./kv-cache.js";
 import { type CommittedLogprob, logprobsAt } from "./logprobs.js";
 import { type Commit, type Guess, mostConfident, type StepContext } from "./policies/policy.js";
 import { cutAtStop, ReplyText, tokensSent } from "./reply-text.js";
@@ -70,7 +70,7 @@ export class Sequence {
     this.stops = new Set(model.stopTokenIds ?? [model.eosTokenId]);
     const aligned = this.shift === 1 && n > 0 && n % blockSize === 0;
     this.promptBlocks = aligned ? n - blockSize : Math.floor(n / blockSize) * blockSize;
-    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + 4 * blockSize));
+    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + replyRoom(params.maxTokens, blockSize)));
     this.banned = bannedTokens(model.vocabSize, bannedTokenIds(model));
     this.text = new ReplyText(params.decode, params.stops);
     this.blockStart = this.promptBlocks;

@@ -9,10 +9,11 @@ import type { Logger } from "../../../lib/logger.js";
 import type { ChatTemplateVariables } from "../prompt/chat-prompt.js";
 import { parseModelConfig, type ModelConfig } from "../core/model-config.js";
 import { CPU_ACCURACY_LEVEL, withMatMulNBitsAccuracy } from "../onnx/onnx-accuracy-level.js";
-import { skippableHeadParts } from "../onnx/onnx-head.js";
+import { graphOutputNames, skippableHeadParts } from "../onnx/onnx-head.js";
 import { concatBytes } from "../onnx/onnx-proto.js";
 import { bannedTokenIds } from "../core/banned-tokens.js";
 import { type DeviceKVOps, deviceKVOps } from "../decoder/device-kv.js";
+import { newKVNames } from "../decoder/forward.js";
 import { appendGraph, downloadGraph, gatherGraph } from "../onnx/onnx-kv-graphs.js";
 import { readoutGraph, usesExternalData } from "../onnx/onnx-readout.js";
 import { modelText, type ModelText } from "../prompt/model-text.js";
@@ -104,7 +105,12 @@ export async function loadModelDir(dir: string, options: LoadModelDirOptions = {
       ...(options.worker !== undefined ? { worker: options.worker } : {}),
       ...(options.fallback !== undefined ? { fallback: options.fallback } : {}),
       label: onnxPath,
-      deviceOutputs: ["logits", ...Array.from({ length: config.numLayers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat()],
+      // Only names the model has: ONNX Runtime refuses a location for an output that is not there.
+      deviceOutputs: [
+        "logits",
+        ...Array.from({ length: config.numLayers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat(),
+        ...(staged.newKV ? newKVNames(config.numLayers) : []),
+      ],
       ...(options.logger !== undefined ? { logger: options.logger } : {}),
     });
   } finally {
@@ -182,6 +188,8 @@ async function editedSource(
   readout: boolean;
   skippableHead: boolean;
   int4AccuracyLevel: number | undefined;
+  /** Whether the model outputs `present_new.*` (docs/model-contract.md, "New key/values"). */
+  newKV: boolean;
   cleanup: () => Promise<void>;
 }> {
   const none = async () => {};
@@ -195,6 +203,7 @@ async function editedSource(
     readout: readout !== undefined,
     skippableHead: headed !== undefined,
     int4AccuracyLevel: leveled !== undefined ? accuracy?.level : undefined,
+    newKV: graphOutputNames(bytes).includes(newKVNames(config.numLayers)[0]!),
   };
   if (leveled === undefined && headed === undefined && readout === undefined) return { source: onnxPath, ...edits, cleanup: none };
   // One copy of the model: its (rewritten) fields, then the readout's extra graph field.

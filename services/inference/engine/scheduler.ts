@@ -63,7 +63,7 @@ export class Scheduler {
 
   constructor(private readonly options: SchedulerOptions) {
     const { model } = options;
-    this.builder = new BatchBuilder(model.kvShape, model.blockSize, model.padTokenId);
+    this.builder = new BatchBuilder(model.kvShape, model.blockSize, model.padTokenId, { roomToGrow: true });
     // Whole blocks only: a block's KV is exact only when the whole block was in one forward.
     this.prefillChunk = Math.max(model.blockSize, Math.floor(options.prefillChunk / model.blockSize) * model.blockSize);
     this.now = options.clock ?? (() => performance.now() / 1000);

@@ -281,6 +281,15 @@ function holdsGraph(attribute: Uint8Array): boolean {
   return false;
 }
 
+/** The names of the model's graph outputs (read at the wire level, the weights untouched). */
+export function graphOutputNames(model: Uint8Array): string[] {
+  const graph = fieldsOf(model).find((f) => f.field === MODEL_GRAPH && f.payload !== undefined);
+  if (graph === undefined) return [];
+  return fieldsOf(graph.payload!)
+    .filter((f) => f.field === GRAPH_OUTPUT && f.payload !== undefined)
+    .map((f) => valueInfoName(f.payload!));
+}
+
 function valueInfoName(valueInfo: Uint8Array): string {
   const name = fieldsOf(valueInfo).find((f) => f.field === VALUE_INFO_NAME && f.payload !== undefined);
   return name === undefined ? "" : utf8.decode(name.payload);

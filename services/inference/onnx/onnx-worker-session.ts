@@ -5,7 +5,7 @@
 import * as ort from "onnxruntime-node";
 import { type Unnumbered, WorkerChannel } from "../../../lib/worker-channel.js";
 import { startSessionWorker } from "./onnx-host-client.js";
-import type { OpenedReply, WireTensor, WorkerReply, WorkerRequest, WorkerRunTiming } from "./onnx-worker.js";
+import type { OpenedReply, Returned, WireTensor, WorkerReply, WorkerRequest, WorkerRunTiming } from "./onnx-worker.js";
 
 /** Ids of the shared buffers rows were sent from (see WireTensor.rowKey). */
 const sharedIds = new WeakMap<SharedArrayBuffer, number>();
@@ -65,6 +65,23 @@ export function handOver<T extends ArrayBufferView>(data: T): T {
   return data;
 }
 
+/** Feeds marked by lend, and where each is given back. */
+const lentFeeds = new WeakMap<ArrayBufferView, (back: ArrayBufferView) => void>();
+
+/**
+ * Marks `data` as lent to a worker session's run: its buffer is transferred to the worker (no
+ * copy), which sends it back with the reply, success or failure, and `giveBack` receives it
+ * (a new view of the same memory) before `run` settles. Meanwhile `data` is empty (detached);
+ * should the worker die, the buffer is lost and `data` stays empty, which the lender must
+ * check before reusing it. For a feed the caller keeps and feeds again (a batch's past, tens
+ * to hundreds of MB: a fresh copy each run costs its page faults every forward). Only for an
+ * array alone on its buffer, else it is copied as any feed; other sessions ignore the mark.
+ */
+export function lend<T extends ArrayBufferView>(data: T, giveBack: (back: T) => void): T {
+  lentFeeds.set(data, giveBack as (back: ArrayBufferView) => void);
+  return data;
+}
+
 /** Whether `session` runs on a worker thread (and so takes repeatedRowFeed's feeds). */
 export function isWorkerSession(session: ort.InferenceSession): boolean {
   return session instanceof WorkerSession;
@@ -104,7 +121,10 @@ export class WorkerSession implements ort.InferenceSession {
   readonly #channel = new WorkerChannel<WorkerRequest, WorkerReply>({
     start: startSessionWorker,
     name: "ONNX Runtime worker",
-    settle: (reply) => (reply.ok ? { value: reply } : { error: Object.assign(new Error(reply.error.message), { name: reply.error.name }) }),
+    settle: (reply) =>
+      reply.ok
+        ? { value: reply }
+        : { error: Object.assign(new Error(reply.error.message), { name: reply.error.name, returned: reply.returned }) },
   });
   /** Whether the worker's thread flushes denormal floats to zero (onnx-host.ts says why it matters). */
   flushesDenormals = false;
@@ -145,11 +165,24 @@ export class WorkerSession implements ort.InferenceSession {
     const started = performance.now();
     const transfer: ArrayBuffer[] = [];
     const wire: Record<string, WireTensor> = {};
+    const giveBack = new Map<string, (back: ArrayBufferView) => void>();
     for (const [name, value] of Object.entries(feeds)) {
       if (!(value instanceof ort.Tensor)) throw new TypeError(`feed "${name}" is not an ort.Tensor`);
       const data = value.data;
       const row = data instanceof Float32Array ? repeatedRows.get(data) : undefined;
-      if (row !== undefined) {
+      const lender = ArrayBuffer.isView(data) ? lentFeeds.get(data) : undefined;
+      if (
+        lender !== undefined &&
+        ArrayBuffer.isView(data) &&
+        data.buffer instanceof ArrayBuffer &&
+        data.byteOffset === 0 &&
+        data.byteLength === data.buffer.byteLength &&
+        !transfer.includes(data.buffer)
+      ) {
+        transfer.push(data.buffer);
+        giveBack.set(name, lender);
+        wire[name] = { type: value.type, dims: value.dims, data: data as ort.Tensor.DataType, lent: true };
+      } else if (row !== undefined) {
         const rowKey = rowKeyOf(row);
         wire[name] = {
           type: value.type,
@@ -164,7 +197,17 @@ export class WorkerSession implements ort.InferenceSession {
         wire[name] = { type: value.type, dims: value.dims, data };
       }
     }
-    const reply = await this.#request({ kind: "run", feeds: wire, fetches, options }, transfer);
+    const returnLent = (returned: Returned | undefined) => {
+      for (const [name, back] of Object.entries(returned ?? {})) giveBack.get(name)?.(back as ArrayBufferView);
+    };
+    let reply: WorkerReply & { ok: true };
+    try {
+      reply = await this.#request({ kind: "run", feeds: wire, fetches, options }, transfer);
+    } catch (err) {
+      returnLent((err as { returned?: Returned }).returned);
+      throw err;
+    }
+    returnLent(reply.returned);
     const out: Record<string, ort.Tensor> = {};
     for (const [name, t] of Object.entries(reply.outputs ?? {})) out[name] = new ort.Tensor(t.type, t.data as never, t.dims);
     if (reply.timing !== undefined) this.lastRun = { ...reply.timing, totalMs: performance.now() - started };

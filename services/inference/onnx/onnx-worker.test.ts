@@ -2,7 +2,7 @@ import path from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openSession, ortWorkerDefault } from "./onnx-session.js";
-import { handOver, isWorkerSession, lastWorkerRun, repeatedRowFeed } from "./onnx-worker-session.js";
+import { handOver, isWorkerSession, lastWorkerRun, lend, repeatedRowFeed } from "./onnx-worker-session.js";
 import { TINY_MODEL_DIR } from "../../../test/helpers/inference-engine.js";
 
 const MODEL = path.join(TINY_MODEL_DIR, "model.onnx");
@@ -198,6 +198,34 @@ describe("ONNX Runtime session on a worker thread", () => {
     expect(got.logits!.data).toEqual(want.logits!.data);
     expect(mask.buffer.byteLength).toBe(0); // transferred
     expect(sharing.length).toBe(ids.length + 4); // not alone on its buffer: copied
+  });
+
+  it("borrows a lent feed without a copy and gives it back, after a failed run too", async () => {
+    const want = await inThread.run(feeds(2, 4, 3), ["logits"]);
+    const input = feeds(2, 4, 3);
+    const past = input["past_key_values.1.value"]!.data as Float32Array;
+    const contents = past.slice();
+    let back: Float32Array | undefined;
+    input["past_key_values.1.value"] = new ort.Tensor(
+      "float32",
+      lend(past, (b) => (back = b)),
+      [2, KV_HEADS, 3, HEAD_DIM],
+    );
+    const got = await onWorker.run(input, ["logits"]);
+    expect(got.logits!.data).toEqual(want.logits!.data);
+    expect(past.length).toBe(0); // transferred, not copied
+    expect(back).toEqual(contents);
+
+    const bad = feeds(2, 4, 3);
+    delete bad.attention_mask;
+    let again: Float32Array | undefined;
+    bad["past_key_values.1.value"] = new ort.Tensor(
+      "float32",
+      lend(back!, (b) => (again = b)),
+      [2, KV_HEADS, 3, HEAD_DIM],
+    );
+    await expect(onWorker.run(bad, ["logits"])).rejects.toThrow(/attention_mask/);
+    expect(again).toEqual(contents);
   });
 
   it("poisons a repeatedRowFeed that reaches a session on this thread (NaN, not quietly wrong numbers)", async () => {

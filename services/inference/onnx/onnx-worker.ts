@@ -22,6 +22,8 @@ export interface WireTensor {
    * an earlier run are not written again.
    */
   rowKey?: string;
+  /** A buffer lent for the run (see `lend` in onnx-worker-session.ts): sent back with the reply, whatever the outcome. */
+  lent?: true;
 }
 
 export type WorkerRequest =
@@ -52,9 +54,12 @@ export interface WorkerRunTiming {
   runMs: number;
 }
 
+/** Lent feeds' data, given back by name. */
+export type Returned = Record<string, ort.Tensor.DataType>;
+
 export type WorkerReply =
-  | { id: number; ok: true; opened?: OpenedReply; outputs?: Record<string, WireTensor>; timing?: WorkerRunTiming }
-  | { id: number; ok: false; error: { name: string; message: string } };
+  | { id: number; ok: true; opened?: OpenedReply; outputs?: Record<string, WireTensor>; timing?: WorkerRunTiming; returned?: Returned }
+  | { id: number; ok: false; error: { name: string; message: string }; returned?: Returned };
 
 /** Marks the worker data of a session worker, so importing this file elsewhere serves nothing. */
 export const WORKER_MARK = "tessera-ort-worker";
@@ -141,6 +146,8 @@ function serve(port: MessagePort): void {
   let session: ort.InferenceSession | undefined;
   const rowBuffers = new RowBuffers();
 
+  /** The lent feeds of the request being handled, to go back with its reply (an error's too). */
+  let lent: { returned: Returned; transfer: ArrayBuffer[] } | undefined;
   const handle = async (req: WorkerRequest): Promise<WorkerReply & { transfer?: ArrayBuffer[] }> => {
     switch (req.kind) {
       case "open": {
@@ -164,6 +171,12 @@ function serve(port: MessagePort): void {
         };
       }
       case "run": {
+        for (const [name, w] of Object.entries(req.feeds)) {
+          if (w.lent !== true) continue;
+          lent ??= { returned: {}, transfer: [] };
+          lent.returned[name] = w.data;
+          if (ArrayBuffer.isView(w.data) && w.data.buffer instanceof ArrayBuffer) lent.transfer.push(w.data.buffer);
+        }
         if (session === undefined) throw new Error("session is not open");
         try {
           const filled = performance.now();
@@ -199,16 +212,22 @@ function serve(port: MessagePort): void {
     const done = tail.then(() =>
       handle(req).then(
         ({ transfer, ...reply }) => {
+          const back = lent;
+          lent = undefined;
+          const full = back === undefined ? reply : { ...reply, returned: back.returned };
           try {
-            port.postMessage(reply, transfer ?? []);
+            port.postMessage(full, [...(transfer ?? []), ...(back?.transfer ?? [])]);
           } catch {
             // A buffer ONNX Runtime owns may refuse to detach: send a copy instead.
-            port.postMessage(reply);
+            port.postMessage(full);
           }
         },
         (err: unknown) => {
+          const back = lent;
+          lent = undefined;
           const error = err instanceof Error ? { name: err.name, message: err.message } : { name: "Error", message: String(err) };
-          port.postMessage({ id: req.id, ok: false, error } satisfies WorkerReply);
+          const reply: WorkerReply = { id: req.id, ok: false, error, ...(back === undefined ? {} : { returned: back.returned }) };
+          port.postMessage(reply, back?.transfer ?? []);
         },
       ),
     );
