@@ -365,11 +365,27 @@ describe("distributed mode under faults", () => {
     ).toEqual([]);
     expect(Math.max(...during.map((r) => r.ms))).toBeLessThan(2_500);
 
-    // Back without restarting anything: every gateway answers decisions and lists the models.
+    // Back without restarting anything: every gateway answers decisions and chats and lists the
+    // models. Each service sees its peers again on its own schedule (the decision service's view
+    // of the workers can come back a heartbeat before a gateway's), so recovery is when all answer.
+    const chatBack = (gateway: TesseraProcess, n: number) =>
+      post(gateway, "/v1/chat/completions", apiKey, {
+        model: "textmodel-26b",
+        messages: [{ role: "user", content: `back ${n}?` }],
+        max_tokens: 1,
+      });
     await until(
       "the gateways to answer again",
       async () => {
-        const statuses = await Promise.all(cluster.gateways.map(async (g, n) => (await ask(g, 1000 + n)).status));
+        const statuses = await Promise.all(
+          cluster.gateways
+            .flatMap((g, n) => [ask(g, 1000 + n), chatBack(g, n)])
+            .map(async (pending) => {
+              const res = await pending;
+              await res.arrayBuffer();
+              return res.status;
+            }),
+        );
         return statuses.every((s) => s === 200) ? true : undefined;
       },
       30_000,
