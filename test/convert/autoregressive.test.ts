@@ -2,11 +2,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
 import type { ForwardRunner } from "../../services/inference/decoder/forward.js";
 import { loadModelDir } from "../../services/inference/engine/model-dir.js";
 import { createModelRuntime, type ModelRuntime } from "../../services/inference/engine/runtime.js";
-import type { GenerationEvent } from "../../services/inference/engine/scheduler.js";
 import { scoreSuffixes } from "../../services/inference/score/score.js";
 import {
   type ConvertedFixtures,
@@ -16,6 +14,7 @@ import {
   NO_VENV_MESSAGE,
   runConvertPython,
 } from "../helpers/converted-models.js";
+import { greedyTokens } from "../helpers/greedy-tokens.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 
@@ -39,20 +38,6 @@ async function engineFor(dir: string): Promise<{ engine: ModelRuntime; rowLength
   };
   engines.push(engine);
   return { engine, rowLengths };
-}
-
-async function greedy(engine: ModelRuntime, prompt: number[], maxTokens: number): Promise<number[]> {
-  const stream = await engine.scheduler.generate({
-    prompt,
-    maxTokens,
-    policy: engine.policy,
-    stops: new StopMatcher([]),
-    decode: engine.model.tokenizer.decode,
-  });
-  let last: GenerationEvent | undefined;
-  for await (const e of stream) last = e;
-  if (last?.type !== "finished") throw new Error("no finished event");
-  return last.finished.tokens;
 }
 
 interface Reference {
@@ -96,7 +81,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("plain autoregressive Qwen3 / Qwen2 checkpoi
       });
       for (const [i, prompt] of prompts.entries()) {
         rowLengths.length = 0;
-        const got = await greedy(engine, prompt, maxTokens);
+        const got = await greedyTokens(engine, prompt, maxTokens);
         expect(got).toEqual(want.generate![i]);
         // The prompt but its last token in one prefill; then a row of one token per reply token.
         expect(rowLengths[0]).toBe(prompt.length - 1);

@@ -3,9 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
 import { createModelRuntime, type ModelRuntime } from "../../services/inference/engine/runtime.js";
-import type { GenerationEvent } from "../../services/inference/engine/scheduler.js";
 import { loadModelDir } from "../../services/inference/engine/model-dir.js";
 import {
   type ConvertedFixtures,
@@ -15,6 +13,7 @@ import {
   NO_VENV_MESSAGE,
   runConvertPython,
 } from "../helpers/converted-models.js";
+import { greedyTokens } from "../helpers/greedy-tokens.js";
 
 if (!HAVE_CONVERT_VENV) console.warn(NO_VENV_MESSAGE);
 
@@ -41,20 +40,6 @@ async function engineFor(dir: string): Promise<ModelRuntime> {
   return engine;
 }
 
-async function greedy(engine: ModelRuntime, prompt: number[], maxTokens: number): Promise<number[]> {
-  const stream = await engine.scheduler.generate({
-    prompt,
-    maxTokens,
-    policy: engine.policy,
-    stops: new StopMatcher([]),
-    decode: engine.model.tokenizer.decode,
-  });
-  let last: GenerationEvent | undefined;
-  for await (const e of stream) last = e;
-  if (last?.type !== "finished") throw new Error("no finished event");
-  return last.finished.tokens;
-}
-
 async function reference(checkpoint: string, modelDir: string, prompts: number[][], maxTokens: number): Promise<number[][]> {
   const file = join(scratch, `prompts-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(file, JSON.stringify(prompts));
@@ -76,7 +61,7 @@ describe.skipIf(!HAVE_CONVERT_VENV)("converted models: the engine's greedy decod
     const want = await reference(fx.checkpoints.sdar, fx.models.sdar, prompts, 24);
     for (const w of want) expect(w.length).toBeGreaterThan(8); // real replies, not an immediate stop
     expect(new Set(want.flat()).size).toBeGreaterThan(2);
-    for (let i = 0; i < prompts.length; i++) expect(await greedy(engine, prompts[i]!, 24)).toEqual(want[i]);
+    for (let i = 0; i < prompts.length; i++) expect(await greedyTokens(engine, prompts[i]!, 24)).toEqual(want[i]);
   }, 300_000);
 
   it("Fast-dLLM v2: token shift and sub-blocks of 8 in blocks of 32, token for token (a prompt on a block boundary too)", async () => {
@@ -87,6 +72,6 @@ describe.skipIf(!HAVE_CONVERT_VENV)("converted models: the engine's greedy decod
     const want = await reference(fx.checkpoints.fastDllm, fx.models.fastDllm, prompts, 40);
     for (const w of want) expect(w.length).toBeGreaterThan(8);
     expect(new Set(want.flat()).size).toBeGreaterThan(2);
-    for (let i = 0; i < prompts.length; i++) expect(await greedy(engine, prompts[i]!, 40)).toEqual(want[i]);
+    for (let i = 0; i < prompts.length; i++) expect(await greedyTokens(engine, prompts[i]!, 40)).toEqual(want[i]);
   }, 300_000);
 });

@@ -4,28 +4,13 @@
 // one JSON line: both providers' greedy replies, the key/value bytes that crossed, and the device
 // tensors still held after.
 import { Registry } from "prom-client";
-import { StopMatcher } from "../../services/inference/decoder/reply-text.js";
 import { engineMetrics } from "../../services/inference/core/metrics.js";
 import { loadModelDir } from "../../services/inference/engine/model-dir.js";
-import { createModelRuntime, type ModelRuntime } from "../../services/inference/engine/runtime.js";
-import type { GenerationEvent } from "../../services/inference/engine/scheduler.js";
+import { createModelRuntime } from "../../services/inference/engine/runtime.js";
+import { greedyTokens } from "./greedy-tokens.js";
 
 const dir = process.env.TESSERA_NEW_KV_MODEL;
 if (dir === undefined) throw new Error("TESSERA_NEW_KV_MODEL is not set");
-
-async function greedy(engine: ModelRuntime, prompt: number[]): Promise<number[]> {
-  const stream = await engine.scheduler.generate({
-    prompt,
-    maxTokens: 16,
-    policy: engine.policy,
-    stops: new StopMatcher([]),
-    decode: engine.model.tokenizer.decode,
-  });
-  let last: GenerationEvent | undefined;
-  for await (const e of stream) last = e;
-  if (last?.type !== "finished") throw new Error("no finished event");
-  return last.finished.tokens;
-}
 
 const out: Record<string, unknown> = {};
 const registry = new Registry();
@@ -41,7 +26,7 @@ for (const provider of ["cpu", "webgpu"] as const) {
     metrics,
   });
   const prompts = ["the quick brown fox jumps over", "Options: A, B, C, D."].map((t) => model.tokenizer.encode(t));
-  out[provider] = await Promise.all(prompts.map((p) => greedy(engine, p)));
+  out[provider] = await Promise.all(prompts.map((p) => greedyTokens(engine, p, 16)));
   if (provider === "webgpu") {
     out.outputs = model.session.outputNames.filter((n) => n.startsWith("present_new.")).length;
     out.held = model.deviceKV!.heldTensors;
