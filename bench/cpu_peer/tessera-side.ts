@@ -47,7 +47,7 @@ export class TesseraSide {
   /** The prompt into a fresh cache in forwards of the engine's prefill chunk (512 on the CPU), as a served prompt's. */
   async prefill(tokens: readonly number[]): Promise<{ ms: number; kv: KVCache }> {
     const { decode, prefillChunk } = this.engine;
-    const kv = createKVCache(decode, tokens.length + 64);
+    const kv = createKVCache(decode, tokens.length + 64, { sizeClass: true });
     const builder = new BatchBuilder(decode.kvShape, decode.blockSize, decode.padTokenId);
     const started = performance.now();
     for (let done = 0; done < tokens.length; done += prefillChunk) {
@@ -62,11 +62,13 @@ export class TesseraSide {
 
   /**
    * One denoising forward of `size` tokens over `kv` (a block of the block-causal contract: every
-   * token sees the block and the past), fetching the greedy readout as a denoising step does.
+   * token sees the block and the past), fetching the greedy readout as a denoising step does,
+   * with the inputs a served step of one reply has: its cache's own arrays, spare slots blocked
+   * (the scheduler's step loop, BatchPast).
    */
   async blockForward(kv: KVCache, size: number, token: number): Promise<number> {
     const { decode } = this.engine;
-    const builder = new BatchBuilder(decode.kvShape, size, decode.padTokenId);
+    const builder = new BatchBuilder(decode.kvShape, size, decode.padTokenId, { roomToGrow: true });
     const inputs = builder.build([{ kv, tokens: new Array<number>(size).fill(token) }]);
     const started = performance.now();
     await this.engine.runner.run(inputs, { present: false, output: "readout" }, this.lane);

@@ -89,6 +89,27 @@ describe.skipIf(!HAVE_CONVERT_VENV)("plain autoregressive Qwen3 / Qwen2 checkpoi
         expect(rowLengths.length - 1).toBe(Math.min(maxTokens, got.length + 1));
       }
       expect(want.generate!.some((r) => r.length >= 8)).toBe(true); // not only replies that stop at once
+      // The replies' caches went back to the engine's pool, and replies in the other order reuse
+      // stores that hold another reply's key/values: the tokens must not change.
+      const pool = engine.decode.hostPool!;
+      expect(pool.size).toBeGreaterThan(0);
+      const given = new Set<Float32Array>();
+      let reused = 0;
+      const give = pool.give.bind(pool);
+      const take = pool.take.bind(pool);
+      pool.give = (store) => {
+        for (const l of store) given.add(l.key);
+        give(store);
+      };
+      pool.take = (layers, length) => {
+        const store = take(layers, length);
+        if (given.has(store[0]!.key)) reused++;
+        return store;
+      };
+      for (const [i, prompt] of [...prompts.entries()].reverse()) {
+        expect(await greedyTokens(engine, prompt, maxTokens)).toEqual(want.generate![i]);
+      }
+      expect(reused).toBeGreaterThan(0);
     });
 
     it(`${family}: a decision's label logits are transformers' next-token logits after the prompt`, async () => {

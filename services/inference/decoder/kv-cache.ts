@@ -1,5 +1,6 @@
 import { DeviceBatchPast, type DeviceKVOps, DevicePresent, DeviceSequenceKV, type DevicePast } from "./device-kv.js";
 import { type KVShape, type LayerKV, type PresentKV, presentSlots } from "./forward.js";
+import { type KVStorePool, sizeClass } from "./kv-pool.js";
 
 /**
  * The room a kept batch's past gets when its rows outgrow it: a quarter more slots (at least
@@ -26,11 +27,20 @@ export interface KVPlacement {
   kvShape: KVShape;
   /** Set when the key/values stay on the device (WebGPU, device-kv.ts): caches are made there. */
   deviceKV?: DeviceKVOps;
+  /** Where host caches take their stores from and give them back when disposed (kv-pool.ts). */
+  hostPool?: KVStorePool;
 }
 
-/** A cache on the device when the model's key/values live there, else in host memory. */
-export function createKVCache(model: KVPlacement, initialCapacity: number): KVCache {
-  return model.deviceKV !== undefined ? new DeviceSequenceKV(model.deviceKV) : new SequenceKV(model.kvShape, initialCapacity);
+/**
+ * A cache on the device when the model's key/values live there, else in host memory. `sizeClass`
+ * rounds a host cache's capacity up to its size class (kv-pool.ts), so that the pool has a store
+ * for the next reply of about the same length; a cache whose arrays are fed whole when exactly
+ * full (a decision's state: layersOfLength) asks for its exact length instead.
+ */
+export function createKVCache(model: KVPlacement, initialCapacity: number, options: { sizeClass?: boolean } = {}): KVCache {
+  if (model.deviceKV !== undefined) return new DeviceSequenceKV(model.deviceKV);
+  const capacity = options.sizeClass === true ? sizeClass(initialCapacity) : initialCapacity;
+  return new SequenceKV(model.kvShape, capacity, model.hostPool);
 }
 
 /**
@@ -47,10 +57,11 @@ export class SequenceKV {
   constructor(
     readonly shape: KVShape,
     initialCapacity = 256,
+    /** Where the store comes from and goes back to on dispose (kv-pool.ts); else fresh arrays, left to the GC. */
+    private readonly pool?: KVStorePool,
   ) {
     this.capacity = Math.max(1, initialCapacity);
-    const size = shape.heads * this.capacity * shape.headDim;
-    this.store = Array.from({ length: shape.layers }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
+    this.store = this.takeStore(this.capacity);
   }
 
   /**
@@ -112,22 +123,44 @@ export class SequenceKV {
     return { past: this.capacity, layers: this.store };
   }
 
-  /** Nothing to free early: host memory goes with the object. */
-  dispose(): void {}
+  /**
+   * Gives the store back to the pool (when the cache has one). The cache must not be used after:
+   * it is left without arrays, so a use fails rather than touching a store another cache took.
+   */
+  dispose(): void {
+    const store = this.store;
+    this.store = [];
+    this.capacity = 0;
+    this.length = 0;
+    if (store.length > 0) this.pool?.give(store);
+  }
+
+  private takeStore(capacity: number): LayerKV[] {
+    const { layers, heads, headDim } = this.shape;
+    const size = heads * capacity * headDim;
+    if (this.pool !== undefined) return this.pool.take(layers, size);
+    return Array.from({ length: layers }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
+  }
 
   private reserve(needed: number): void {
+    if (this.store.length === 0) throw new Error("the key/value cache was disposed");
     if (needed <= this.capacity) return;
     let capacity = this.capacity;
     while (capacity < needed) capacity *= 2;
+    if (this.pool !== undefined) capacity = sizeClass(capacity);
     const { heads: H, headDim: D } = this.shape;
-    const grow = (old: Float32Array) => {
-      const next = new Float32Array(H * capacity * D);
+    const next = this.takeStore(capacity);
+    const copy = (old: Float32Array, to: Float32Array) => {
       for (let h = 0; h < H; h++) {
-        next.set(old.subarray(h * this.capacity * D, (h * this.capacity + this.length) * D), h * capacity * D);
+        to.set(old.subarray(h * this.capacity * D, (h * this.capacity + this.length) * D), h * capacity * D);
       }
-      return next;
     };
-    this.store = this.store.map(({ key, value }) => ({ key: grow(key), value: grow(value) }));
+    this.store.forEach((layer, l) => {
+      copy(layer.key, next[l]!.key);
+      copy(layer.value, next[l]!.value);
+    });
+    this.pool?.give(this.store);
+    this.store = next;
     this.capacity = capacity;
   }
 }

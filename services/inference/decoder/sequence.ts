@@ -70,7 +70,9 @@ export class Sequence {
     this.stops = new Set(model.stopTokenIds ?? [model.eosTokenId]);
     const aligned = this.shift === 1 && n > 0 && n % blockSize === 0;
     this.promptBlocks = aligned ? n - blockSize : Math.floor(n / blockSize) * blockSize;
-    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + replyRoom(params.maxTokens, blockSize)));
+    this.kv = createKVCache(model, Math.min(model.maxPositions, this.promptBlocks + replyRoom(params.maxTokens, blockSize)), {
+      sizeClass: true,
+    });
     this.banned = bannedTokens(model.vocabSize, bannedTokenIds(model));
     this.text = new ReplyText(params.decode, params.stops);
     this.blockStart = this.promptBlocks;

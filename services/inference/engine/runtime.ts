@@ -2,6 +2,7 @@ import type { Logger } from "../../../lib/logger.js";
 import { DecisionShare } from "../score/decision-share.js";
 import { fairRunner, type LaneRunner } from "../decoder/fair-runner.js";
 import { createOrtRunner, type ForwardRunner, type KVShape, type OrtRunnerOptions } from "../decoder/forward.js";
+import { KVStorePool } from "../decoder/kv-pool.js";
 import type { UnmaskPolicy } from "../decoder/policies/policy.js";
 import { DEFAULT_THRESHOLD } from "../decoder/policies/registry.js";
 import { selectPolicy } from "../decoder/policies/select.js";
@@ -90,7 +91,8 @@ export function kvShapeOf(model: ModelDir): KVShape {
   return { layers: model.config.numLayers, heads: model.config.numKvHeads, headDim: model.config.headDim };
 }
 
-export function decodeModelOf(model: ModelDir): DecodeModel {
+/** The model facts decoding needs; host caches share a pool of `keptStores` stores (kv-pool.ts). */
+export function decodeModelOf(model: ModelDir, keptStores = 0): DecodeModel {
   const c = model.config;
   return {
     blockSize: c.blockSize,
@@ -102,7 +104,7 @@ export function decodeModelOf(model: ModelDir): DecodeModel {
     kvShape: kvShapeOf(model),
     stopTokenIds: c.stopTokenIds,
     logitsShift: c.logitsShift,
-    ...(model.deviceKV !== undefined ? { deviceKV: model.deviceKV } : {}),
+    ...(model.deviceKV !== undefined ? { deviceKV: model.deviceKV } : { hostPool: new KVStorePool(keptStores) }),
   };
 }
 
@@ -123,7 +125,8 @@ export function createModelRuntime(options: ModelRuntimeOptions): ModelRuntime {
   for (const [id, spec] of Object.entries(options.servingPolicies ?? {})) own.set(id, select(spec));
   const ortRunner = createOrtRunner(options.model.session, kvShapeOf(options.model), ortRunnerOptions(options));
   const runner = fairRunner(options.wrapRunner ? options.wrapRunner(ortRunner) : ortRunner);
-  const decode = decodeModelOf(options.model);
+  // As many idle stores as replies can run at once: a busy server reuses its caches' memory.
+  const decode = decodeModelOf(options.model, options.slots);
   const prefillChunk =
     options.prefillChunk !== undefined && options.prefillChunk > 0
       ? options.prefillChunk
@@ -158,6 +161,7 @@ export function createModelRuntime(options: ModelRuntimeOptions): ModelRuntime {
     metrics: options.metrics,
     close: async () => {
       await scheduler.close();
+      decode.hostPool?.clear();
       await options.model.close();
     },
   };
