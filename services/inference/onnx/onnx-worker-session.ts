@@ -5,7 +5,7 @@
 import * as ort from "onnxruntime-node";
 import { type Unnumbered, WorkerChannel } from "../../../lib/worker-channel.js";
 import { startSessionWorker } from "./onnx-host-client.js";
-import type { OpenedReply, Returned, WireTensor, WorkerReply, WorkerRequest, WorkerRunTiming } from "./onnx-worker.js";
+import { epochNow, type OpenedReply, type Returned, type WireTensor, type WorkerReply, type WorkerRequest } from "./onnx-worker.js";
 
 /** Ids of the shared buffers rows were sent from (see WireTensor.rowKey). */
 const sharedIds = new WeakMap<SharedArrayBuffer, number>();
@@ -87,8 +87,21 @@ export function isWorkerSession(session: ort.InferenceSession): boolean {
   return session instanceof WorkerSession;
 }
 
+/**
+ * Where a worker session's run spent its time: the worker's fill and ONNX Runtime run, the
+ * messages each way (the request, with the transferred past, to the worker; the reply back),
+ * and the whole round trip as the caller saw it.
+ */
+export interface WorkerRunTimes {
+  fillMs: number;
+  runMs: number;
+  toWorkerMs: number;
+  toMainMs: number;
+  totalMs: number;
+}
+
 /** Where the last run of a worker session spent its time, or undefined for another session. */
-export function lastWorkerRun(session: ort.InferenceSession): (WorkerRunTiming & { totalMs: number }) | undefined {
+export function lastWorkerRun(session: ort.InferenceSession): WorkerRunTimes | undefined {
   return session instanceof WorkerSession ? session.lastRun : undefined;
 }
 
@@ -128,8 +141,8 @@ export class WorkerSession implements ort.InferenceSession {
   });
   /** Whether the worker's thread flushes denormal floats to zero (onnx-host.ts says why it matters). */
   flushesDenormals = false;
-  /** Where the last run spent its time (the worker's fill and ONNX Runtime run, and the whole round trip). */
-  lastRun: (WorkerRunTiming & { totalMs: number }) | undefined;
+  /** Where the last run spent its time (see WorkerRunTimes). */
+  lastRun: WorkerRunTimes | undefined;
 
   private constructor() {}
 
@@ -201,6 +214,7 @@ export class WorkerSession implements ort.InferenceSession {
       for (const [name, back] of Object.entries(returned ?? {})) giveBack.get(name)?.(back as ArrayBufferView);
     };
     let reply: WorkerReply & { ok: true };
+    const sentAt = epochNow();
     try {
       reply = await this.#request({ kind: "run", feeds: wire, fetches, options }, transfer);
     } catch (err) {
@@ -210,7 +224,16 @@ export class WorkerSession implements ort.InferenceSession {
     returnLent(reply.returned);
     const out: Record<string, ort.Tensor> = {};
     for (const [name, t] of Object.entries(reply.outputs ?? {})) out[name] = new ort.Tensor(t.type, t.data as never, t.dims);
-    if (reply.timing !== undefined) this.lastRun = { ...reply.timing, totalMs: performance.now() - started };
+    const t = reply.timing;
+    if (t !== undefined) {
+      this.lastRun = {
+        fillMs: t.fillMs,
+        runMs: t.runMs,
+        toWorkerMs: t.receivedAt - sentAt,
+        toMainMs: epochNow() - t.sentAt,
+        totalMs: performance.now() - started,
+      };
+    }
     return out;
   }
 

@@ -111,6 +111,11 @@ describe("ONNX Runtime session on a worker thread", () => {
     const timing = lastWorkerRun(onWorker)!;
     expect(timing.runMs).toBeGreaterThan(0);
     expect(timing.totalMs).toBeGreaterThanOrEqual(timing.runMs + timing.fillMs);
+    // The messages each way, on clocks that agree across threads: each within the round trip.
+    for (const ms of [timing.toWorkerMs, timing.toMainMs]) {
+      expect(ms).toBeGreaterThanOrEqual(-1);
+      expect(ms).toBeLessThanOrEqual(timing.totalMs - timing.runMs + 1);
+    }
     expect(lastWorkerRun(inThread)).toBeUndefined();
   });
 

@@ -52,6 +52,14 @@ export interface WorkerRunTiming {
   fillMs: number;
   /** ONNX Runtime's `session.run`. */
   runMs: number;
+  /** When the request reached the worker and when its reply left, in epoch ms (epochNow), to time the messages each way. */
+  receivedAt: number;
+  sentAt: number;
+}
+
+/** Milliseconds since the epoch, comparable across threads (each thread's performance.now() has its own origin). */
+export function epochNow(): number {
+  return performance.timeOrigin + performance.now();
 }
 
 /** Lent feeds' data, given back by name. */
@@ -148,7 +156,7 @@ function serve(port: MessagePort): void {
 
   /** The lent feeds of the request being handled, to go back with its reply (an error's too). */
   let lent: { returned: Returned; transfer: ArrayBuffer[] } | undefined;
-  const handle = async (req: WorkerRequest): Promise<WorkerReply & { transfer?: ArrayBuffer[] }> => {
+  const handle = async (req: WorkerRequest, receivedAt: number): Promise<WorkerReply & { transfer?: ArrayBuffer[] }> => {
     switch (req.kind) {
       case "open": {
         if (session !== undefined) throw new Error("session already open");
@@ -187,7 +195,7 @@ function serve(port: MessagePort): void {
             req.fetches !== undefined
               ? await session.run(feeds, req.fetches, req.options ?? {})
               : await session.run(feeds, req.options ?? {});
-          const timing = { fillMs: started - filled, runMs: performance.now() - started };
+          const timing = { fillMs: started - filled, runMs: performance.now() - started, receivedAt, sentAt: 0 };
           const transfer = new Set<ArrayBuffer>();
           const outputs: Record<string, WireTensor> = {};
           for (const [name, value] of Object.entries(out)) outputs[name] = toWire(value as ort.Tensor, transfer);
@@ -209,12 +217,14 @@ function serve(port: MessagePort): void {
   // next run's feeds would overwrite.
   let tail: Promise<unknown> = Promise.resolve();
   port.on("message", (req: WorkerRequest) => {
+    const receivedAt = epochNow();
     const done = tail.then(() =>
-      handle(req).then(
+      handle(req, receivedAt).then(
         ({ transfer, ...reply }) => {
           const back = lent;
           lent = undefined;
           const full = back === undefined ? reply : { ...reply, returned: back.returned };
+          if ("timing" in full && full.timing !== undefined) full.timing.sentAt = epochNow();
           try {
             port.postMessage(full, [...(transfer ?? []), ...(back?.transfer ?? [])]);
           } catch {
