@@ -1,6 +1,6 @@
 import { DeviceBatchPast, type DeviceKVOps, DevicePresent, DeviceSequenceKV, type DevicePast } from "./device-kv.js";
 import { type KVShape, type LayerKV, type PresentKV, presentSlots } from "./forward.js";
-import { type KVStorePool, sizeClass } from "./kv-pool.js";
+import { type KVStorePool, newStore, sizeClass } from "./kv-pool.js";
 
 /**
  * The room a kept batch's past gets when its rows outgrow it: a quarter more slots (at least
@@ -138,8 +138,7 @@ export class SequenceKV {
   private takeStore(capacity: number): LayerKV[] {
     const { layers, heads, headDim } = this.shape;
     const size = heads * capacity * headDim;
-    if (this.pool !== undefined) return this.pool.take(layers, size);
-    return Array.from({ length: layers }, () => ({ key: new Float32Array(size), value: new Float32Array(size) }));
+    return this.pool !== undefined ? this.pool.take(layers, size) : newStore(layers, size);
   }
 
   private reserve(needed: number): void {

@@ -36,6 +36,14 @@ describe("KVStorePool", () => {
     expect(pool.size).toBe(0);
   });
 
+  it("makes a store's arrays views of one buffer, so that a worker borrows it in one piece", () => {
+    const store = new KVStorePool(1).take(3, 10);
+    const arrays = store.flatMap((l) => [l.key, l.value]);
+    expect(new Set(arrays.map((a) => a.buffer)).size).toBe(1);
+    expect(arrays.map((a) => a.byteOffset)).toEqual([0, 40, 80, 120, 160, 200]);
+    expect(arrays.every((a) => a.length === 10)).toBe(true);
+  });
+
   it("keeps at most `keep` stores, the oldest let go first", () => {
     const pool = new KVStorePool(2);
     const stores = [pool.take(1, 4), pool.take(1, 4), pool.take(1, 8)];

@@ -74,8 +74,9 @@ const lentFeeds = new WeakMap<ArrayBufferView, (back: ArrayBufferView) => void>(
  * (a new view of the same memory) before `run` settles. Meanwhile `data` is empty (detached);
  * should the worker die, the buffer is lost and `data` stays empty, which the lender must
  * check before reusing it. For a feed the caller keeps and feeds again (a batch's past, tens
- * to hundreds of MB: a fresh copy each run costs its page faults every forward). Only for an
- * array alone on its buffer, else it is copied as any feed; other sessions ignore the mark.
+ * to hundreds of MB: a fresh copy each run costs its page faults every forward). For an array
+ * alone on its buffer, or for views of one buffer that are all lent to the same run (a cache's
+ * store, kv-pool.ts: the buffer crosses once); other sessions ignore the mark.
  */
 export function lend<T extends ArrayBufferView>(data: T, giveBack: (back: T) => void): T {
   lentFeeds.set(data, giveBack as (back: ArrayBufferView) => void);
@@ -179,6 +180,8 @@ export class WorkerSession implements ort.InferenceSession {
     const transfer: ArrayBuffer[] = [];
     const wire: Record<string, WireTensor> = {};
     const giveBack = new Map<string, (back: ArrayBufferView) => void>();
+    /** Buffers transferred for lent feeds: further lent views of one go with it. */
+    const lentBuffers = new Set<ArrayBuffer>();
     for (const [name, value] of Object.entries(feeds)) {
       if (!(value instanceof ort.Tensor)) throw new TypeError(`feed "${name}" is not an ort.Tensor`);
       const data = value.data;
@@ -188,11 +191,12 @@ export class WorkerSession implements ort.InferenceSession {
         lender !== undefined &&
         ArrayBuffer.isView(data) &&
         data.buffer instanceof ArrayBuffer &&
-        data.byteOffset === 0 &&
-        data.byteLength === data.buffer.byteLength &&
-        !transfer.includes(data.buffer)
+        (lentBuffers.has(data.buffer) || !transfer.includes(data.buffer))
       ) {
-        transfer.push(data.buffer);
+        if (!lentBuffers.has(data.buffer)) {
+          lentBuffers.add(data.buffer);
+          transfer.push(data.buffer);
+        }
         giveBack.set(name, lender);
         wire[name] = { type: value.type, dims: value.dims, data: data as ort.Tensor.DataType, lent: true };
       } else if (row !== undefined) {

@@ -233,6 +233,34 @@ describe("ONNX Runtime session on a worker thread", () => {
     expect(again).toEqual(contents);
   });
 
+  it("borrows lent views of one buffer (a cache's store) by sending the buffer once, and gives each view back on it", async () => {
+    const want = await inThread.run(feeds(1, 2, 3), ["logits"]);
+    const input = feeds(1, 2, 3);
+    const names = Object.keys(input).filter((n) => n.startsWith("past_key_values."));
+    const size = (input[names[0]!]!.data as Float32Array).length;
+    const store = new ArrayBuffer((names.length * size + 8) * 4); // room before the views: offsets are not 0
+    const views = names.map((name, i) => {
+      const view = new Float32Array(store, (8 + i * size) * 4, size);
+      view.set(input[name]!.data as Float32Array);
+      return view;
+    });
+    const contents = views.map((v) => v.slice());
+    const back: Float32Array[] = [];
+    names.forEach((name, i) => {
+      input[name] = new ort.Tensor(
+        "float32",
+        lend(views[i]!, (b) => (back[i] = b)),
+        [1, KV_HEADS, 3, HEAD_DIM],
+      );
+    });
+    const got = await onWorker.run(input, ["logits"]);
+    expect(got.logits!.data).toEqual(want.logits!.data);
+    expect(store.byteLength).toBe(0); // transferred, not copied
+    expect(back.map((v) => v.slice())).toEqual(contents);
+    expect(new Set(back.map((v) => v.buffer)).size).toBe(1);
+    expect(back.map((v) => v.byteOffset)).toEqual(views.map((_, i) => (8 + i * size) * 4));
+  });
+
   it("poisons a repeatedRowFeed that reaches a session on this thread (NaN, not quietly wrong numbers)", async () => {
     const [B, S, P] = [2, 3, 4];
     const f = feeds(B, S, P);

@@ -183,7 +183,10 @@ function serve(port: MessagePort): void {
           if (w.lent !== true) continue;
           lent ??= { returned: {}, transfer: [] };
           lent.returned[name] = w.data;
-          if (ArrayBuffer.isView(w.data) && w.data.buffer instanceof ArrayBuffer) lent.transfer.push(w.data.buffer);
+          // Lent views of one buffer (a cache's store) send it back once.
+          if (ArrayBuffer.isView(w.data) && w.data.buffer instanceof ArrayBuffer && !lent.transfer.includes(w.data.buffer)) {
+            lent.transfer.push(w.data.buffer);
+          }
         }
         if (session === undefined) throw new Error("session is not open");
         try {
