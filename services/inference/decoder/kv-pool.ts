@@ -22,8 +22,9 @@ export function sizeClass(slots: number): number {
  * crosses between threads in about half the time 56 separate ones do (V8 collects garbage on each
  * side for what arrives: 5-6 against 10-12 ms a round trip for 147 MB, bench/cpu-peer.md).
  */
-export function newStore(layers: number, length: number): LayerKV[] {
-  const buffer = new ArrayBuffer(layers * 2 * length * Float32Array.BYTES_PER_ELEMENT);
+export function newStore(layers: number, length: number, shared = false): LayerKV[] {
+  const bytes = layers * 2 * length * Float32Array.BYTES_PER_ELEMENT;
+  const buffer = shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);
   const view = (i: number) => new Float32Array(buffer, i * length * Float32Array.BYTES_PER_ELEMENT, length);
   return Array.from({ length: layers }, (_, l) => ({ key: view(2 * l), value: view(2 * l + 1) }));
 }
@@ -47,7 +48,11 @@ export class KVStorePool {
   private count = 0;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly keep: number) {}
+  constructor(
+    private readonly keep: number,
+    /** Stores in shared memory (a decision's past that a worker reads in place: score-batch.ts). */
+    private readonly shared = false,
+  ) {}
 
   /** A store of `layers` key and value arrays of `length` floats each: a kept one, else fresh (zeros). */
   take(layers: number, length: number): LayerKV[] {
@@ -58,7 +63,7 @@ export class KVStorePool {
       if (stores!.length === 0) this.idle.delete(length);
       if (kept.length === layers) return kept;
     }
-    return newStore(layers, length);
+    return newStore(layers, length, this.shared);
   }
 
   /**

@@ -22,6 +22,15 @@ function rowKeyOf(row: Float32Array): string | undefined {
   return `${id}:${row.byteOffset}:${row.length}`;
 }
 
+/**
+ * Gives the rows of `buffer` new keys, for a shared buffer that is written again (a pooled store
+ * taken for another decision's past): the worker then writes their copies afresh instead of
+ * keeping the ones it wrote of the old contents.
+ */
+export function renewSharedRows(buffer: SharedArrayBuffer): void {
+  sharedIds.delete(buffer);
+}
+
 /** Feeds made by repeatedRowFeed, and the row each repeats. */
 const repeatedRows = new WeakMap<Float32Array, Float32Array>();
 /** Backs every repeatedRowFeed: never read, and written only where it is poisoned. */

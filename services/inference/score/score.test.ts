@@ -327,6 +327,26 @@ describe("scoreSuffixes", () => {
         pools.map((p) => scoreSuffixes({ ...p.runtime("tiny")!, maxScoreRowTokens: 128 }, { prefix, suffixes: long })),
       );
       expect(cutOnWorker).toEqual(cutInThread);
+      // Another state with as many complete blocks takes the first one's shared memory again
+      // (sharedPast's pool): the worker must write its rows afresh, not keep the old state's.
+      const sentences = [
+        "The weekly import stalled once more after ten minutes. ",
+        "The nightly import failed again after forty minutes. ",
+        "The nightly export stopped again after thirty seconds. ",
+        "A nightly export failed again after thirty minutes. ",
+      ];
+      let other: { prefix: string; onWorker: unknown; inThread: unknown } | undefined;
+      for (const sentence of sentences) {
+        const prefix = PREFIX_HEAD + sentence.repeat(12);
+        const [w, t] = await Promise.all(pools.map((p) => scoreSuffixes(p.runtime("tiny")!, { prefix, suffixes })));
+        expect(w).toEqual(t);
+        if (Math.floor(w!.prefixTokens / 64) === Math.floor(onWorker!.prefixTokens / 64)) {
+          other = { prefix, onWorker: w, inThread: t };
+          break;
+        }
+      }
+      expect(other).toBeDefined();
+      expect(other!.onWorker).not.toEqual(onWorker);
     } finally {
       await Promise.all(pools.map((p) => p.close()));
     }

@@ -4,6 +4,7 @@ import type { Lane, LaneRunner } from "../decoder/fair-runner.js";
 import type { ForwardFetch, ForwardInputs } from "../decoder/forward.js";
 import { DeviceSequenceKV } from "../decoder/device-kv.js";
 import { createKVCache, type KVCache, SequenceKV } from "../decoder/kv-cache.js";
+import { KVStorePool } from "../decoder/kv-pool.js";
 import { InvalidRequest, ModelFailure } from "../core/engine-errors.js";
 import type { ScoreInput, ScoreOutput } from "../core/model-engine.js";
 import { LOGITS_AT } from "../onnx/onnx-head.js";
@@ -243,7 +244,8 @@ export async function scoreSuffixes(
     const rowFloats = kvShape.heads * past.length * kvShape.headDim;
     const scratch = onWorker || onDevice ? undefined : scratchOf(engine);
     const buffers = scratch?.take(kvShape.layers, Math.max(...batches.map((b) => b.length)) * rowFloats);
-    const rowsPast = onWorker ? timer.timeSync("kvCopyMs", () => sharedPast(past, kvShape)) : past;
+    const sharedPool = onWorker ? sharedPoolOf(engine) : undefined;
+    const rowsPast = sharedPool !== undefined ? timer.timeSync("kvCopyMs", () => sharedPast(past, kvShape, sharedPool)) : past;
     const batchedPast = onDevice ? devicePast(kv) : onWorker ? repeatedPast : copiedPast(buffers);
     try {
       for (const batch of batches) {
@@ -271,6 +273,7 @@ export async function scoreSuffixes(
       }
     } finally {
       if (buffers !== undefined) scratch?.release();
+      if (sharedPool !== undefined) sharedPool.give(rowsPast.layers);
     }
   };
 
@@ -331,6 +334,18 @@ function answerSlots(rows: readonly ReadoutRow[], seq: number, shift: number) {
 }
 
 const scratches = new WeakMap<ScoreModel, PastScratch>();
+/** Per engine: the shared memory its decisions' pasts are copied into for the worker (sharedPast). */
+const sharedPools = new WeakMap<ScoreModel, KVStorePool>();
+
+function sharedPoolOf(engine: ScoreModel): KVStorePool {
+  let pool = sharedPools.get(engine);
+  if (pool === undefined) {
+    // Two: a state's past, and a question's own head continuing it.
+    pool = new KVStorePool(2, true);
+    sharedPools.set(engine, pool);
+  }
+  return pool;
+}
 
 function scratchOf(engine: ScoreModel): PastScratch {
   let scratch = scratches.get(engine);
