@@ -155,7 +155,7 @@ function serve(port: MessagePort): void {
   const rowBuffers = new RowBuffers();
 
   /** The lent feeds of the request being handled, to go back with its reply (an error's too). */
-  let lent: { returned: Returned; transfer: ArrayBuffer[] } | undefined;
+  let lent: { returned: Returned; transfer: Set<ArrayBuffer> } | undefined;
   const handle = async (req: WorkerRequest, receivedAt: number): Promise<WorkerReply & { transfer?: ArrayBuffer[] }> => {
     switch (req.kind) {
       case "open": {
@@ -181,12 +181,10 @@ function serve(port: MessagePort): void {
       case "run": {
         for (const [name, w] of Object.entries(req.feeds)) {
           if (w.lent !== true) continue;
-          lent ??= { returned: {}, transfer: [] };
+          lent ??= { returned: {}, transfer: new Set() };
           lent.returned[name] = w.data;
-          // Lent views of one buffer (a cache's store) send it back once.
-          if (ArrayBuffer.isView(w.data) && w.data.buffer instanceof ArrayBuffer && !lent.transfer.includes(w.data.buffer)) {
-            lent.transfer.push(w.data.buffer);
-          }
+          // A set: lent views of one buffer (a cache's store) send it back once.
+          if (ArrayBuffer.isView(w.data) && w.data.buffer instanceof ArrayBuffer) lent.transfer.add(w.data.buffer);
         }
         if (session === undefined) throw new Error("session is not open");
         try {
@@ -240,7 +238,7 @@ function serve(port: MessagePort): void {
           lent = undefined;
           const error = err instanceof Error ? { name: err.name, message: err.message } : { name: "Error", message: String(err) };
           const reply: WorkerReply = { id: req.id, ok: false, error, ...(back === undefined ? {} : { returned: back.returned }) };
-          port.postMessage(reply, back?.transfer ?? []);
+          port.postMessage(reply, [...(back?.transfer ?? [])]);
         },
       ),
     );
