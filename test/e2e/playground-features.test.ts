@@ -7,6 +7,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildPlayground } from "../../web/build.js";
 import { failedLoad, openPage } from "../helpers/browser.js";
+import { roomInThisMinute } from "../helpers/clock-minute.js";
 import { startTestTessera, type TestTessera } from "../helpers/tessera.js";
 
 let tessera: TestTessera;
@@ -102,6 +103,8 @@ describe("playground chat features (tiny model)", () => {
   });
 
   it("a 429 over the key's per-minute limit is shown with its type, code and retry-after", async () => {
+    // The listing and the send must fall in one clock-minute window (rate windows are clock minutes).
+    await roomInThisMinute(20_000);
     const limited = await tessera.createKey({ rpm: 1 });
     await page.getByTestId("api-key").fill(limited.apiKey);
     // The models listing (after the key settles) spends the one request of this minute.
