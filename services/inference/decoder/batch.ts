@@ -41,7 +41,7 @@ export class BatchBuilder {
     const B = rows.length;
     let S = 0;
     for (const row of rows) S = Math.max(S, row.tokens.length);
-    const { past: P, layers } = this.past.prepare(rows.map((r) => r.kv));
+    const { past: P, layers, mirror } = this.past.prepare(rows.map((r) => r.kv));
 
     let key = `${P}/${S}`;
     for (const row of rows) key += `,${row.kv.length}:${row.tokens.length}`;
@@ -65,6 +65,7 @@ export class BatchBuilder {
       attentionMask: this.attentionMask,
       pastKeyValues: layers,
       ...(Array.isArray(layers) ? { pastKept: true } : {}),
+      ...(mirror !== undefined ? { pastMirror: mirror } : {}),
     };
   }
 

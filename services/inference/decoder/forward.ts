@@ -1,7 +1,7 @@
 import * as ort from "onnxruntime-node";
 import { HEAD_SWITCH, LOGITS_AT } from "../onnx/onnx-head.js";
 import { READOUT_CONFIDENCE, READOUT_TOKEN } from "../onnx/onnx-readout.js";
-import { lend } from "../onnx/onnx-worker-session.js";
+import { lend, type MirrorSource, mirror } from "../onnx/onnx-worker-session.js";
 import { type DeviceKVOps, type DevicePast, type DevicePresent, isDevicePast } from "./device-kv.js";
 import { takeDeviceOutputs } from "./device-outputs.js";
 
@@ -30,6 +30,12 @@ export interface ForwardInputs {
    * them, and puts them back in `pastKeyValues`' entries when it returns.
    */
   pastKept?: boolean;
+  /**
+   * The host past is one cache's store, appended to between forwards (a lone row: BatchPast): a
+   * session on a worker thread keeps a copy and is sent only the new slots (`mirror`,
+   * onnx-worker-session.ts) instead of borrowing the whole store every forward.
+   */
+  pastMirror?: MirrorSource;
   /**
    * `[B, K]` indices into the `B * S` positions (`b * S + s`): the only positions whose logits
    * the forward computes, on a model whose head can be narrowed (onnx-head-at.ts); the logits
@@ -193,9 +199,16 @@ export function createOrtRunner(session: ort.InferenceSession, shape: KVShape, o
       } else {
         const kvDims = [B, shape.heads, P, shape.headDim];
         const kept = inputs.pastKept === true;
+        const source = inputs.pastMirror;
+        const feed = (layer: LayerKV, kind: "key" | "value") =>
+          source !== undefined
+            ? mirror(layer[kind], source, (back) => (layer[kind] = back))
+            : kept
+              ? lend(layer[kind], (back) => (layer[kind] = back))
+              : layer[kind];
         past.forEach((layer, l) => {
-          const key = kept ? lend(layer.key, (back) => (layer.key = back)) : layer.key;
-          const value = kept ? lend(layer.value, (back) => (layer.value = back)) : layer.value;
+          const key = feed(layer, "key");
+          const value = feed(layer, "value");
           feeds[`past_key_values.${l}.key`] = new ort.Tensor("float32", key, kvDims);
           feeds[`past_key_values.${l}.value`] = new ort.Tensor("float32", value, kvDims);
           transfer.toDevice.kv += layer.key.byteLength + layer.value.byteLength;

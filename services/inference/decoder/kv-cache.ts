@@ -1,6 +1,7 @@
 import { DeviceBatchPast, type DeviceKVOps, DevicePresent, DeviceSequenceKV, type DevicePast } from "./device-kv.js";
 import { type KVShape, type LayerKV, type PresentKV, presentSlots } from "./forward.js";
 import { type KVStorePool, newStore, sizeClass } from "./kv-pool.js";
+import type { MirrorPatch, MirrorSource } from "../onnx/worker-mirrors.js";
 
 /**
  * The room a kept batch's past gets when its rows outgrow it: a quarter more slots (at least
@@ -53,6 +54,8 @@ export class SequenceKV {
   private capacity: number;
   /** Per layer `[H_kv, capacity, D]`: LayerKV objects, so that a forward that borrows the arrays (`storage`) puts them back in place. */
   private store: LayerKV[];
+  /** The store as a worker session's mirrored feed (storage): one per store this cache holds. */
+  private mirror: MirrorSource | undefined;
 
   constructor(
     readonly shape: KVShape,
@@ -119,8 +122,52 @@ export class SequenceKV {
    * with the slots past `length` blocked by the mask, nothing is copied. A worker session may
    * borrow the arrays for the forward (`pastKept`); they come back into this cache's entries.
    */
-  storage(): { past: number; layers: LayerKV[] } {
-    return { past: this.capacity, layers: this.store };
+  storage(): { past: number; layers: LayerKV[]; mirror?: MirrorSource } {
+    this.mirror ??= this.mirrorOfStore();
+    return { past: this.capacity, layers: this.store, ...(this.mirror !== undefined ? { mirror: this.mirror } : {}) };
+  }
+
+  /**
+   * The store as a mirrored feed (worker-mirrors.ts): its buffer, and the slots appended since a
+   * position (the cache only appends). Undefined for a store not on one plain buffer.
+   */
+  private mirrorOfStore(): MirrorSource | undefined {
+    const store = this.store;
+    const onOneBuffer = (buffer: ArrayBufferLike | undefined) =>
+      buffer instanceof ArrayBuffer && store.every((l) => l.key.buffer === buffer && l.value.buffer === buffer);
+    if (!onOneBuffer(store[0]?.key.buffer)) return undefined;
+    return {
+      // A store lent for a run comes back as new views of a new ArrayBuffer object (same memory).
+      get buffer() {
+        return store[0]!.key.buffer as ArrayBuffer;
+      },
+      changes: (since, most) => {
+        const mine = store === this.store;
+        const slots = mine ? Math.max(0, this.length - since) : 0;
+        const floats = slots * store.length * 2 * this.shape.heads * this.shape.headDim;
+        return { patch: floats > most ? undefined : this.slotsSince(since, slots), upTo: mine ? this.length : since };
+      },
+    };
+  }
+
+  /** Slots `[since, since + slots)` of every layer and head of the store. */
+  private slotsSince(since: number, slots: number): MirrorPatch {
+    const { heads: H, headDim: D } = this.shape;
+    const run = slots * D;
+    const runs = run > 0 ? this.store.length * 2 * H : 0;
+    const starts = new Uint32Array(runs);
+    const data = new Float32Array(runs * run);
+    let i = 0;
+    for (let l = 0; l < this.store.length && runs > 0; l++) {
+      for (const view of [this.store[l]!.key, this.store[l]!.value]) {
+        for (let h = 0; h < H; h++, i++) {
+          const s = (h * this.capacity + since) * D;
+          starts[i] = view.byteOffset / Float32Array.BYTES_PER_ELEMENT + s;
+          data.set(view.subarray(s, s + run), i * run);
+        }
+      }
+    }
+    return { starts, run, data };
   }
 
   /**
@@ -130,6 +177,7 @@ export class SequenceKV {
   dispose(): void {
     const store = this.store;
     this.store = [];
+    this.mirror = undefined;
     this.capacity = 0;
     this.length = 0;
     if (store.length > 0) this.pool?.give(store);
@@ -160,6 +208,7 @@ export class SequenceKV {
     });
     this.pool?.give(this.store);
     this.store = next;
+    this.mirror = undefined;
     this.capacity = capacity;
   }
 }
@@ -186,7 +235,7 @@ export class BatchPast {
     private readonly roomToGrow = false,
   ) {}
 
-  prepare(rows: readonly KVCache[]): { past: number; layers: LayerKV[] | DevicePast } {
+  prepare(rows: readonly KVCache[]): { past: number; layers: LayerKV[] | DevicePast; mirror?: MirrorSource } {
     if (rows.some((kv) => kv instanceof DeviceSequenceKV)) {
       if (!rows.every((kv) => kv instanceof DeviceSequenceKV)) throw new Error("a batch mixes host and device caches");
       this.device ??= new DeviceBatchPast(rows[0]!.ops);
@@ -196,9 +245,10 @@ export class BatchPast {
     return this.prepareHost(rows as readonly SequenceKV[]);
   }
 
-  private prepareHost(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[] } {
+  private prepareHost(rows: readonly SequenceKV[]): { past: number; layers: LayerKV[]; mirror?: MirrorSource } {
     if (this.roomToGrow && rows.length === 1) {
-      // A lone row (a decode's usual batch) is fed its cache's own arrays, spare slots blocked: no copy.
+      // A lone row (a decode's usual batch) is fed its cache's own arrays, spare slots blocked: no
+      // copy; a worker session keeps a copy of them and is sent each step's new slots (`mirror`).
       this.reset();
       return rows[0]!.storage();
     }

@@ -6,6 +6,9 @@ import * as ort from "onnxruntime-node";
 import { type Unnumbered, WorkerChannel } from "../../../lib/worker-channel.js";
 import { startSessionWorker } from "./onnx-host-client.js";
 import { epochNow, type OpenedReply, type Returned, type WireTensor, type WorkerReply, type WorkerRequest } from "./onnx-worker.js";
+import { MIRRORS_IDLE_MS, MirrorRegistry, type MirrorSource, type MirrorUpdate } from "./worker-mirrors.js";
+
+export type { MirrorPatch, MirrorSource } from "./worker-mirrors.js";
 
 /** Ids of the shared buffers rows were sent from (see WireTensor.rowKey). */
 const sharedIds = new WeakMap<SharedArrayBuffer, number>();
@@ -92,6 +95,23 @@ export function lend<T extends ArrayBufferView>(data: T, giveBack: (back: T) => 
   return data;
 }
 
+/** Feeds marked by mirror: the buffer's source, and where the feed is given back when the buffer is lent to seed the copy. */
+const mirroredFeeds = new WeakMap<Float32Array, { source: MirrorSource; giveBack: (back: Float32Array) => void }>();
+
+/**
+ * Marks `data`, a float32 view of `source.buffer`, as read from the copy of that buffer a worker
+ * session keeps between runs: the run sends only what `source` says changed since the copy was
+ * last written, and `data` stays here, usable. For a feed fed again and again while written a
+ * little at a time (a lone reply's key/value store, worker-mirrors.ts); other sessions read
+ * `data` itself. When most of the buffer changed (a new copy, a prompt's slots), the buffer is
+ * lent for the run instead (see `lend`): `giveBack` then receives the view back.
+ */
+export function mirror(data: Float32Array, source: MirrorSource, giveBack: (back: Float32Array) => void): Float32Array {
+  if (data.buffer !== source.buffer) throw new Error("a mirrored feed must be a view of its source's buffer");
+  mirroredFeeds.set(data, { source, giveBack });
+  return data;
+}
+
 /** Whether `session` runs on a worker thread (and so takes repeatedRowFeed's feeds). */
 export function isWorkerSession(session: ort.InferenceSession): boolean {
   return session instanceof WorkerSession;
@@ -153,6 +173,9 @@ export class WorkerSession implements ort.InferenceSession {
   flushesDenormals = false;
   /** Where the last run spent its time (see WorkerRunTimes). */
   lastRun: WorkerRunTimes | undefined;
+  /** The worker's copies of mirrored buffers (see `mirror`). */
+  readonly #mirrors = new MirrorRegistry();
+  #mirrorsIdle: NodeJS.Timeout | undefined;
 
   private constructor() {}
 
@@ -191,12 +214,40 @@ export class WorkerSession implements ort.InferenceSession {
     const giveBack = new Map<string, (back: ArrayBufferView) => void>();
     /** Buffers transferred for lent feeds: further lent views of one go with it. */
     const lentBuffers = new Set<ArrayBuffer>();
+    /** Mirrored buffers this run reads, by buffer: the copy's id (each buffer synced once). */
+    const mirrored = new Map<ArrayBuffer, { id: number; seed: boolean }>();
+    const updates: MirrorUpdate[] = [];
     for (const [name, value] of Object.entries(feeds)) {
       if (!(value instanceof ort.Tensor)) throw new TypeError(`feed "${name}" is not an ort.Tensor`);
       const data = value.data;
       const row = data instanceof Float32Array ? repeatedRows.get(data) : undefined;
       const lender = ArrayBuffer.isView(data) ? lentFeeds.get(data) : undefined;
-      if (
+      const entry = data instanceof Float32Array ? mirroredFeeds.get(data) : undefined;
+      if (entry !== undefined) {
+        const view = data as Float32Array;
+        const { source } = entry;
+        let copy = mirrored.get(source.buffer);
+        if (copy === undefined) {
+          const synced = this.#mirrors.sync(source);
+          copy = { id: synced.id, seed: synced.update?.seed === true };
+          mirrored.set(source.buffer, copy);
+          if (synced.update !== undefined) updates.push(synced.update);
+          const patch = synced.update?.patch;
+          if (patch !== undefined) transfer.push(patch.starts.buffer as ArrayBuffer, patch.data.buffer as ArrayBuffer);
+          if (copy.seed) transfer.push(source.buffer);
+        }
+        const place = { id: copy.id, byteOffset: view.byteOffset, length: view.length };
+        if (copy.seed) {
+          const id = copy.id;
+          giveBack.set(name, (back) => {
+            entry.giveBack(back as Float32Array);
+            this.#mirrors.lentBack(id, back.buffer as ArrayBuffer);
+          });
+          wire[name] = { type: value.type, dims: value.dims, data: view, lent: true, mirror: place };
+        } else {
+          wire[name] = { type: value.type, dims: value.dims, data: new Float32Array(0), mirror: place };
+        }
+      } else if (
         lender !== undefined &&
         ArrayBuffer.isView(data) &&
         data.buffer instanceof ArrayBuffer &&
@@ -226,13 +277,19 @@ export class WorkerSession implements ort.InferenceSession {
     const returnLent = (returned: Returned | undefined) => {
       for (const [name, back] of Object.entries(returned ?? {})) giveBack.get(name)?.(back as ArrayBufferView);
     };
+    const drops = this.#mirrors.takeDrops();
+    const mirrors = drops.length > 0 || updates.length > 0 ? { mirrors: { drops, updates } } : {};
     let reply: WorkerReply & { ok: true };
     const sentAt = epochNow();
     try {
-      reply = await this.#request({ kind: "run", feeds: wire, fetches, options }, transfer);
+      reply = await this.#request({ kind: "run", feeds: wire, fetches, options, ...mirrors }, transfer);
     } catch (err) {
+      // The copies this run read may be half written: the next run sends them afresh.
+      this.#mirrors.forget([...mirrored.values()].map((m) => m.id));
       returnLent((err as { returned?: Returned }).returned);
       throw err;
+    } finally {
+      if (mirrored.size > 0 || drops.length > 0) this.#forgetMirrorsWhenIdle();
     }
     returnLent(reply.returned);
     const out: Record<string, ort.Tensor> = {};
@@ -250,7 +307,23 @@ export class WorkerSession implements ort.InferenceSession {
     return out;
   }
 
+  /** Mirrored buffers' copies the worker keeps now (for tests). */
+  get mirrorCopies(): number {
+    return this.#mirrors.size;
+  }
+
+  /** Lets the worker's copies go once no run has read one for MIRRORS_IDLE_MS, as the key/value pool lets its stores go. */
+  #forgetMirrorsWhenIdle(): void {
+    clearTimeout(this.#mirrorsIdle);
+    this.#mirrorsIdle = setTimeout(() => {
+      this.#mirrors.forgetAll();
+      this.#request({ kind: "forget-mirrors" }).catch(() => undefined); // a gone worker took its copies with it
+    }, MIRRORS_IDLE_MS);
+    this.#mirrorsIdle.unref();
+  }
+
   async release(): Promise<void> {
+    clearTimeout(this.#mirrorsIdle);
     if (this.#channel.gone !== undefined) return;
     try {
       await this.#request({ kind: "release" });

@@ -5,6 +5,7 @@
 import { type MessagePort, parentPort, workerData } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
 import { FLUSH_DENORMALS, threadFlushesDenormals } from "./onnx-denormals.js";
+import { MirrorCopies, type MirrorUpdate, type MirrorView } from "./worker-mirrors.js";
 
 /** A tensor crossing the thread boundary: its data buffer is transferred or shared, not copied. */
 export interface WireTensor {
@@ -24,6 +25,11 @@ export interface WireTensor {
   rowKey?: string;
   /** A buffer lent for the run (see `lend` in onnx-worker-session.ts): sent back with the reply, whatever the outcome. */
   lent?: true;
+  /**
+   * Read from the worker's copy of a mirrored buffer (`mirror` in onnx-worker-session.ts); `data`
+   * is then empty, unless the buffer is also lent to seed the copy.
+   */
+  mirror?: MirrorView;
 }
 
 export type WorkerRequest =
@@ -34,7 +40,10 @@ export type WorkerRequest =
       feeds: Record<string, WireTensor>;
       fetches: string[] | undefined;
       options: ort.InferenceSession.RunOptions | undefined;
+      /** Mirrored buffers' copies to drop, then to update, before the feeds are read. */
+      mirrors?: { drops: number[]; updates: MirrorUpdate[] };
     }
+  | { kind: "forget-mirrors"; id: number }
   | { kind: "release"; id: number };
 
 export interface OpenedReply {
@@ -48,7 +57,7 @@ export interface OpenedReply {
 
 /** Where a run's time went on the worker thread. */
 export interface WorkerRunTiming {
-  /** Writing repeated rows (repeatsRow feeds) into the worker's buffers. */
+  /** Writing repeated rows (repeatsRow feeds) and mirrored buffers' changes into the worker's buffers. */
   fillMs: number;
   /** ONNX Runtime's `session.run`. */
   runMs: number;
@@ -140,7 +149,8 @@ function toWire(t: ort.Tensor, transfer: Set<ArrayBuffer>): WireTensor {
  * A tensor over `w`'s data. ONNX Runtime refuses views of a SharedArrayBuffer, so shared data
  * (which the main thread sends to avoid a copy there) is copied here into a plain buffer.
  */
-function tensorOf(name: string, w: WireTensor, rowBuffers: RowBuffers): ort.Tensor {
+function tensorOf(name: string, w: WireTensor, rowBuffers: RowBuffers, mirrors: MirrorCopies): ort.Tensor {
+  if (w.mirror !== undefined && w.lent !== true) return new ort.Tensor(w.type, mirrors.view(w.mirror), w.dims);
   if (w.repeatsRow === true) {
     if (!(w.data instanceof Float32Array)) throw new TypeError(`feed "${name}": repeated rows must be float32`);
     return new ort.Tensor(w.type, rowBuffers.fill(name, w.data, w.dims[0] ?? 1, w.rowKey), w.dims);
@@ -153,6 +163,7 @@ function tensorOf(name: string, w: WireTensor, rowBuffers: RowBuffers): ort.Tens
 function serve(port: MessagePort): void {
   let session: ort.InferenceSession | undefined;
   const rowBuffers = new RowBuffers();
+  const mirrors = new MirrorCopies();
 
   /** The lent feeds of the request being handled, to go back with its reply (an error's too). */
   let lent: { returned: Returned; transfer: Set<ArrayBuffer> } | undefined;
@@ -189,8 +200,15 @@ function serve(port: MessagePort): void {
         if (session === undefined) throw new Error("session is not open");
         try {
           const filled = performance.now();
+          if (req.mirrors !== undefined) {
+            mirrors.drop(req.mirrors.drops);
+            for (const update of req.mirrors.updates) mirrors.apply(update);
+            // A seeded copy takes the lent buffer's views; this run reads the lent buffer itself.
+            for (const w of Object.values(req.feeds))
+              if (w.lent === true && w.mirror !== undefined) mirrors.seed(w.mirror.id, w.data as Float32Array);
+          }
           const feeds: Record<string, ort.Tensor> = {};
-          for (const [name, w] of Object.entries(req.feeds)) feeds[name] = tensorOf(name, w, rowBuffers);
+          for (const [name, w] of Object.entries(req.feeds)) feeds[name] = tensorOf(name, w, rowBuffers, mirrors);
           const started = performance.now();
           const out =
             req.fetches !== undefined
@@ -204,6 +222,10 @@ function serve(port: MessagePort): void {
         } finally {
           rowBuffers.idle();
         }
+      }
+      case "forget-mirrors": {
+        mirrors.clear();
+        return { id: req.id, ok: true };
       }
       case "release": {
         const s = session;
