@@ -129,6 +129,10 @@ for (let round = 0; round < rounds; round++) {
       record(`${label}.pp${n}`, (n / ms) * 1000);
     }
     if (side instanceof TesseraSide) {
+      // A busy server's decode: the other side's turn outlasts the engine's idle release (30 s,
+      // kv-pool.ts and worker-mirrors.ts), whose fresh memory costs 0.4 s per 117 MB on this VM;
+      // a short reply first brings the memory back, as llama.cpp's context keeps its own.
+      await side.decode(prompt(512), 4);
       const { msPerToken, steps } = await side.decode(prompt(512), DECODE_TOKENS);
       if (steps < DECODE_TOKENS) log(`note: Tessera's reply stopped after ${steps} tokens (a stop token)`);
       record("tessera.decode", msPerToken);
@@ -142,6 +146,7 @@ for (let round = 0; round < rounds; round++) {
       kv.dispose();
       record("tessera.decision", await side.decision(STATE, QUESTIONS));
     } else {
+      await side.decode(prompt(512), 4);
       record(`${label}.decode`, await side.decode(prompt(512), DECODE_TOKENS));
       record(`${label}.decision`, await side.decision(decisionIds.shared, decisionIds.rows));
     }

@@ -217,8 +217,11 @@ export class WorkerSession implements ort.InferenceSession {
     /** Mirrored buffers this run reads, by buffer: the copy's id (each buffer synced once). */
     const mirrored = new Map<ArrayBuffer, { id: number; seed: boolean }>();
     const updates: MirrorUpdate[] = [];
+    // Checked before any mirrored copy is synced: a sync counts its changes as sent.
     for (const [name, value] of Object.entries(feeds)) {
       if (!(value instanceof ort.Tensor)) throw new TypeError(`feed "${name}" is not an ort.Tensor`);
+    }
+    for (const [name, value] of Object.entries(feeds) as [string, ort.Tensor][]) {
       const data = value.data;
       const row = data instanceof Float32Array ? repeatedRows.get(data) : undefined;
       const lender = ArrayBuffer.isView(data) ? lentFeeds.get(data) : undefined;
