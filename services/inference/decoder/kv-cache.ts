@@ -119,8 +119,9 @@ export class SequenceKV {
 
   /**
    * The cache's own arrays as a one-row past of `capacity` slots, `[1, H_kv, capacity, D]`: fed
-   * with the slots past `length` blocked by the mask, nothing is copied. A worker session may
-   * borrow the arrays for the forward (`pastKept`); they come back into this cache's entries.
+   * with the slots past `length` blocked by the mask, nothing is copied. A worker session keeps a
+   * copy of the store (`mirror`), sent only the slots appended since; when it lends the arrays
+   * instead, they come back into this cache's entries.
    */
   storage(): { past: number; layers: LayerKV[]; mirror?: MirrorSource } {
     this.mirror ??= this.mirrorOfStore();
@@ -129,13 +130,12 @@ export class SequenceKV {
 
   /**
    * The store as a mirrored feed (worker-mirrors.ts): its buffer, and the slots appended since a
-   * position (the cache only appends). Undefined for a store not on one plain buffer.
+   * position (the cache only appends). A store is views of one buffer (newStore); undefined for
+   * one in shared memory, which a worker reads in place.
    */
   private mirrorOfStore(): MirrorSource | undefined {
     const store = this.store;
-    const onOneBuffer = (buffer: ArrayBufferLike | undefined) =>
-      buffer instanceof ArrayBuffer && store.every((l) => l.key.buffer === buffer && l.value.buffer === buffer);
-    if (!onOneBuffer(store[0]?.key.buffer)) return undefined;
+    if (!(store[0]?.key.buffer instanceof ArrayBuffer)) return undefined;
     return {
       // A store lent for a run comes back as new views of a new ArrayBuffer object (same memory).
       get buffer() {

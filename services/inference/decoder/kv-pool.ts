@@ -18,9 +18,9 @@ export function sizeClass(slots: number): number {
 
 /**
  * A store of `layers` key and value arrays of `length` floats each (zeros), all views of one
- * buffer: a worker session borrows a lone row's past for every forward (`lend`), and one buffer
- * crosses between threads in about half the time 56 separate ones do (V8 collects garbage on each
- * side for what arrives: 5-6 against 10-12 ms a round trip for 147 MB, bench/cpu-peer.md).
+ * buffer: the unit a worker session keeps a copy of for a lone row (`mirror`, worker-mirrors.ts),
+ * and crossing threads in one piece when lent (one buffer took about half the time of 56
+ * separate ones: V8 collects garbage on each side for what arrives, bench/cpu-peer.md).
  */
 export function newStore(layers: number, length: number, shared = false): LayerKV[] {
   const bytes = layers * 2 * length * Float32Array.BYTES_PER_ELEMENT;

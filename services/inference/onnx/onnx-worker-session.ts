@@ -96,7 +96,8 @@ export function lend<T extends ArrayBufferView>(data: T, giveBack: (back: T) => 
 }
 
 /** Feeds marked by mirror: the buffer's source, and where the feed is given back when the buffer is lent to seed the copy. */
-const mirroredFeeds = new WeakMap<Float32Array, { source: MirrorSource; giveBack: (back: Float32Array) => void }>();
+type MirroredFeed = { source: MirrorSource; giveBack: (back: Float32Array) => void };
+const mirroredFeeds = new WeakMap<Float32Array, MirroredFeed>();
 
 /**
  * Marks `data`, a float32 view of `source.buffer`, as read from the copy of that buffer a worker
@@ -227,29 +228,7 @@ export class WorkerSession implements ort.InferenceSession {
       const lender = ArrayBuffer.isView(data) ? lentFeeds.get(data) : undefined;
       const entry = data instanceof Float32Array ? mirroredFeeds.get(data) : undefined;
       if (entry !== undefined) {
-        const view = data as Float32Array;
-        const { source } = entry;
-        let copy = mirrored.get(source.buffer);
-        if (copy === undefined) {
-          const synced = this.#mirrors.sync(source);
-          copy = { id: synced.id, seed: synced.update?.seed === true };
-          mirrored.set(source.buffer, copy);
-          if (synced.update !== undefined) updates.push(synced.update);
-          const patch = synced.update?.patch;
-          if (patch !== undefined) transfer.push(patch.starts.buffer as ArrayBuffer, patch.data.buffer as ArrayBuffer);
-          if (copy.seed) transfer.push(source.buffer);
-        }
-        const place = { id: copy.id, byteOffset: view.byteOffset, length: view.length };
-        if (copy.seed) {
-          const id = copy.id;
-          giveBack.set(name, (back) => {
-            entry.giveBack(back as Float32Array);
-            this.#mirrors.lentBack(id, back.buffer as ArrayBuffer);
-          });
-          wire[name] = { type: value.type, dims: value.dims, data: view, lent: true, mirror: place };
-        } else {
-          wire[name] = { type: value.type, dims: value.dims, data: new Float32Array(0), mirror: place };
-        }
+        wire[name] = this.#mirroredWire(name, value, entry, { mirrored, updates, transfer, giveBack });
       } else if (
         lender !== undefined &&
         ArrayBuffer.isView(data) &&
@@ -308,6 +287,44 @@ export class WorkerSession implements ort.InferenceSession {
       };
     }
     return out;
+  }
+
+  /**
+   * A mirrored feed on the wire: read from the worker's copy, brought up to date once per buffer
+   * and run (`mirrored`); when the copy is seeded, the feed is lent as well and comes back through
+   * `giveBack`, its copy then found by the buffer that came back.
+   */
+  #mirroredWire(
+    name: string,
+    value: ort.Tensor,
+    entry: MirroredFeed,
+    run: {
+      mirrored: Map<ArrayBuffer, { id: number; seed: boolean }>;
+      updates: MirrorUpdate[];
+      transfer: ArrayBuffer[];
+      giveBack: Map<string, (back: ArrayBufferView) => void>;
+    },
+  ): WireTensor {
+    const view = value.data as Float32Array;
+    const { source } = entry;
+    let copy = run.mirrored.get(source.buffer);
+    if (copy === undefined) {
+      const { id, update } = this.#mirrors.sync(source);
+      copy = { id, seed: update?.seed === true };
+      run.mirrored.set(source.buffer, copy);
+      if (update !== undefined) run.updates.push(update);
+      if (update?.patch !== undefined)
+        run.transfer.push(update.patch.starts.buffer as ArrayBuffer, update.patch.data.buffer as ArrayBuffer);
+      if (copy.seed) run.transfer.push(source.buffer);
+    }
+    const place = { id: copy.id, byteOffset: view.byteOffset, length: view.length };
+    if (!copy.seed) return { type: value.type, dims: value.dims, data: new Float32Array(0), mirror: place };
+    const id = copy.id;
+    run.giveBack.set(name, (back) => {
+      entry.giveBack(back as Float32Array);
+      this.#mirrors.lentBack(id, back.buffer as ArrayBuffer);
+    });
+    return { type: value.type, dims: value.dims, data: view, lent: true, mirror: place };
   }
 
   /** Mirrored buffers' copies the worker keeps now (for tests). */
