@@ -95,7 +95,7 @@ def main(argv=None) -> int:
             bounds.install(a.time_limit, memory)
             report = convert(a.checkpoint, a.model_dir, a.block_size, a.weights, a.external_data, a.force, a.experts)
             bounds.disarm()
-    except ConvertError as err:
+    except (ConvertError, bounds.Stopped) as err:
         print(f"tessera convert: {one_line(str(err))}", file=sys.stderr)
         return 1
     except Exception as err:  # noqa: BLE001  a checkpoint the checks above missed: one line, not a traceback

@@ -5,7 +5,10 @@
 * Memory: RLIMIT_AS (inherited by the PyTorch stage's process), so an allocation past it is a
   MemoryError with a message instead of the kernel's OOM killer or a swapping machine.
 * SIGTERM, SIGHUP and SIGINT raise Interrupted, so the `finally` blocks remove the staging folders;
-  folders left by a converter killed with SIGKILL are removed by the next conversion into the same
+  a stop is a BaseException, so that no `except Exception` between here and the handler swallows
+  it (torch's and onnx's optional imports have them: a SIGTERM landing in `import torch` was lost
+  and the conversion finished), and it is remembered, so that `check()` raises it again before the
+  output is committed even if a bare `except` swallowed it; folders left by a converter killed with SIGKILL are removed by the next conversion into the same
   parent folder (their names carry the pid, which is no longer running).
 * A private TMPDIR for the process and its children, removed at the end: ONNX Runtime's telemetry
   writes mat-debug-<pid>.log and .ses into TMPDIR (a predictable path in /tmp otherwise).
@@ -22,17 +25,36 @@ import tempfile
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from .errors import ConvertError
 
 DEFAULT_TIME_LIMIT_S = 12 * 3600
 
 
-class LimitExceeded(ConvertError):
+class Stopped(BaseException):
+    """The conversion was stopped (a signal, the time limit); its message is the one line to print."""
+
+
+class LimitExceeded(Stopped):
     pass
 
 
-class Interrupted(ConvertError):
+class Interrupted(Stopped):
     pass
+
+
+_stop: Optional[Stopped] = None
+
+
+def _raise(stop: Stopped):
+    global _stop
+    if _stop is None:
+        _stop = stop
+    raise stop
+
+
+def check() -> None:
+    """Raises the stop a signal or the time limit asked for, if any: called before the output is committed."""
+    if _stop is not None:
+        raise _stop
 
 
 def machine_memory_bytes() -> int:
@@ -54,13 +76,13 @@ def machine_memory_bytes() -> int:
 
 def _on_alarm(seconds: float):
     def handler(_signum, _frame):
-        raise LimitExceeded(f"the conversion ran past its time limit of {seconds:g} s (--time-limit); stopped, nothing written")
+        _raise(LimitExceeded(f"the conversion ran past its time limit of {seconds:g} s (--time-limit); stopped, nothing written"))
 
     return handler
 
 
 def _on_signal(signum, _frame):
-    raise Interrupted(f"interrupted by {signal.Signals(signum).name}; stopped, staging folders removed, nothing written")
+    _raise(Interrupted(f"interrupted by {signal.Signals(signum).name}; stopped, staging folders removed, nothing written"))
 
 
 def out_of_memory(err: BaseException) -> bool:

@@ -139,6 +139,7 @@ def convert(ckpt_dir: str, out_dir: str, family, *, block_size, weights: str, ex
         report = {"parameters": params, "onnx_bytes": onnx_bytes, "check": check, "weights": weights}
         with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:
             f.write(model_card(ck, config, weights, report, source))
+        bounds.check()
         if os.path.exists(out_dir):
             shutil.rmtree(out_dir)
         os.rename(staging, out_dir)

@@ -14,7 +14,7 @@ import tempfile
 import time
 from typing import Callable, List
 
-from .bounds import staging_dir
+from .bounds import check as check_not_stopped, staging_dir
 from .checkpoint import read_json, read_text, tensor_shapes, weight_files
 from .errors import ConvertError
 from .families import _ids, added_tokens
@@ -249,6 +249,7 @@ def convert(ckpt: str, out_dir: str, family, *, weights: str, force: bool, progr
             progress("note: the chat template cannot render the decision prompt; no decision.json (decisions are refused)")
         else:
             write_json(os.path.join(staging, "decision.json"), decision)
+        check_not_stopped()
         if os.path.exists(out_dir):
             shutil.rmtree(out_dir)
         os.rename(staging, out_dir)

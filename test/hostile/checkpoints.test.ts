@@ -173,6 +173,20 @@ describe.skipIf(!HAVE_CONVERT_VENV)("tessera convert on hostile checkpoints", ()
     for (const name of files) expect(readFileSync(join(parent, "model", name)).includes(corpus.secret_text), name).toBe(false);
   });
 
+  // A SIGTERM landing in `import torch` was once swallowed by one of its `except Exception` blocks
+  // and the conversion finished: a stop passes such blocks, and one a bare `except` swallowed is
+  // raised again before the output is committed.
+  it("stops on a signal or its time limit wherever it lands, even in code that catches everything", async () => {
+    const stopIn = async (where: string) => JSON.parse((await runConvertPython(["convert/tests/stop_signals.py", where])).stdout);
+    const interrupted = "interrupted by SIGTERM; stopped, staging folders removed, nothing written";
+    expect(await stopIn("sigterm-in-except-exception")).toEqual({ inside: "raised", stop: interrupted });
+    expect(await stopIn("sigterm-in-bare-except")).toEqual({ inside: "swallowed by a bare except", check: interrupted });
+    expect(await stopIn("time-limit-in-bare-except")).toEqual({
+      inside: "swallowed by a bare except",
+      check: "the conversion ran past its time limit of 0.05 s (--time-limit); stopped, nothing written",
+    });
+  });
+
   it("ran no command and read no file outside the checkpoint folders", () => {
     expect(existsSync(corpus.marker)).toBe(false);
     if (!atimeMoves) return; // noatime: the reads cannot be seen from here
