@@ -16,11 +16,11 @@ import { openEmbeddedAccounting } from "../services/accounting/embedded.js";
 import { accountingReadiness } from "../services/accounting/readiness.js";
 import { decisionRoutes } from "../services/decision/server.js";
 import type { Catalog } from "../services/registry/catalog.js";
-import { servedCatalog } from "../services/registry/pulled.js";
 import { registryRoutes } from "../services/registry/server.js";
 import { ensureFirstKey } from "./bootstrap.js";
 import { createCleanups } from "./cleanups.js";
 import { servedModels, startInferenceWorker } from "./inference-worker.js";
+import { LivePulledCatalog } from "./pulled-models-live.js";
 import { startGateway } from "./start-gateway.js";
 
 export interface EmbeddedOptions {
@@ -36,7 +36,10 @@ export interface EmbeddedOptions {
    * round trip per call, which costs hundreds of microseconds per call (lib/service-mount.ts).
    */
   internalTransport?: InternalTransport;
-  /** The catalog to serve (`serve --model`: the pulled models named); default: the models config and every pulled model. */
+  /**
+   * The catalog to serve (`serve --model`: the pulled models named); default: the models config
+   * and every pulled model, models pulled while serving joining it (bin/pulled-models-live.ts).
+   */
   catalog?: Catalog;
 }
 
@@ -71,7 +74,8 @@ export interface EmbeddedTessera {
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedTessera> {
   const { config, logger } = options;
   const metrics = options.metrics ?? createMetrics();
-  const catalog = options.catalog ?? servedCatalog(config.storage.modelsConfig, config.storage.dataDir);
+  const live = options.catalog === undefined ? new LivePulledCatalog(config.storage.modelsConfig, config.storage.dataDir) : undefined;
+  const catalog = options.catalog ?? live!.catalog();
   const workers = options.workers ?? createInProcessWorkerDirectory();
   const internal = options.internalTransport ?? "in-process";
   const cleanups = createCleanups(logger);
@@ -86,7 +90,9 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
     cleanups.add("accounting", () => accounting.close());
     const accountingClient = localClient(AccountingService, accounting.routes, internal);
 
-    const registryMount = registryRoutes({ catalog, workers });
+    const registryMount = registryRoutes(
+      live === undefined ? { catalog, workers } : { catalog: live.catalog, workers, lookAgain: live.lookAgain },
+    );
     const registry = localClient(RegistryService, registryMount, internal);
 
     // Inference: every model directory of the catalog that exists, in one pool.
@@ -103,6 +109,10 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedT
         slotsFree: pool.slotsFree(),
       }));
       cleanups.add("heartbeats", () => beats.stop());
+      if (live !== undefined) {
+        live.follow(pool, beats.beat, logger.child({ service: "registry" }));
+        cleanups.add("pulled models", () => live.stop());
+      }
       logger.info({ models: served, slots: config.limits.slots }, "inference pool loaded");
     }
     const inferenceFor = createInferenceRouter({

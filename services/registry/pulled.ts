@@ -109,12 +109,16 @@ export function withPulled(config: Catalog | undefined, pulled: readonly PulledM
   return new Catalog([...base, ...added], config?.latest ?? []);
 }
 
+/** The models config `tessera serve` starts from: the file; none where models were pulled and there is no file. */
+export function configCatalog(modelsConfig: string, anyPulled: boolean): Catalog | undefined {
+  return anyPulled && !existsSync(modelsConfig) ? undefined : loadCatalog(modelsConfig);
+}
+
 /**
  * What `tessera serve` serves: the models config, joined by every pulled model of the data
  * directory. With pulled models and no models config file, those alone.
  */
 export function servedCatalog(modelsConfig: string, dataDir: string): Catalog {
   const pulled = listPulled(dataDir);
-  if (pulled.length === 0) return loadCatalog(modelsConfig);
-  return withPulled(existsSync(modelsConfig) ? loadCatalog(modelsConfig) : undefined, pulled);
+  return withPulled(configCatalog(modelsConfig, pulled.length > 0), pulled);
 }

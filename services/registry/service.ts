@@ -12,9 +12,16 @@ import type { LiveWorker, WorkerDirectory } from "../../lib/heartbeats/types.js"
 import type { Catalog, CatalogModel, ListedId } from "./catalog.js";
 
 export interface RegistryDeps {
-  catalog: Catalog;
+  /** The catalog, or where to read the current one (it grows when a model is pulled while serving). */
+  catalog: Catalog | (() => Catalog);
   /** Live inference workers (heartbeats); a model is listed only while one of them serves it. */
   workers: WorkerDirectory;
+  /**
+   * Looks for models added since start (pulled while serving) and starts serving them; resolves
+   * when the model `id` names, if it is one of them, is served. Awaited before a model is answered
+   * "does not exist"; a listing starts a look and answers without waiting.
+   */
+  lookAgain?: (id?: string) => Promise<void>;
 }
 
 const KIND_NAMES: Record<ModelKind, string> = {
@@ -23,15 +30,20 @@ const KIND_NAMES: Record<ModelKind, string> = {
   [ModelKind.DECISION]: "decision",
 };
 
-export function createRegistryService({ catalog, workers }: RegistryDeps): ServiceImpl<typeof RegistryService> {
-  // Listings per (filter, set of live serving ids): the set changes rarely, the listing is
-  // asked for on every GET /v1/models. Entries are shared: callers must not modify them.
-  const listings = new Map<string, ModelEntry[]>();
+export function createRegistryService({ catalog: source, workers, lookAgain }: RegistryDeps): ServiceImpl<typeof RegistryService> {
+  const current = typeof source === "function" ? source : () => source;
+  // Listings per (catalog, filter, set of live serving ids): the set changes rarely, the listing
+  // is asked for on every GET /v1/models. Entries are shared: callers must not modify them.
+  const listings = new WeakMap<Catalog, Map<string, ModelEntry[]>>();
   return {
     listModels(req) {
+      void lookAgain?.();
+      const catalog = current();
       const live = servingIdsOf(workers.live());
       const key = `${req.kind}|${req.includeUnavailable}|${[...live].sort().join("\u0000")}`;
-      let models = listings.get(key);
+      const ofCatalog = listings.get(catalog) ?? new Map<string, ModelEntry[]>();
+      listings.set(catalog, ofCatalog);
+      let models = ofCatalog.get(key);
       if (models === undefined) {
         models = catalog.listed
           .filter((listed) => req.kind === ModelKind.UNSPECIFIED || listed.model.kind === req.kind)
@@ -39,15 +51,20 @@ export function createRegistryService({ catalog, workers }: RegistryDeps): Servi
           // A pulled model's id names a text and a decision model: listed once.
           .filter((listed, i, all) => all.findIndex((other) => other.id === listed.id) === i)
           .map(entryOf);
-        if (listings.size >= 256) listings.clear();
-        listings.set(key, models);
+        if (ofCatalog.size >= 256) ofCatalog.clear();
+        ofCatalog.set(key, models);
       }
       return { models };
     },
 
-    resolveModel(req) {
+    async resolveModel(req) {
       if (req.model === "") throw new ConnectError("model is required", Code.InvalidArgument);
-      const resolution = catalog.resolve(req.model, req.kind === ModelKind.UNSPECIFIED ? undefined : req.kind);
+      const kind = req.kind === ModelKind.UNSPECIFIED ? undefined : req.kind;
+      let resolution = current().resolve(req.model, kind);
+      if (resolution === undefined && lookAgain !== undefined) {
+        await lookAgain(req.model);
+        resolution = current().resolve(req.model, kind);
+      }
       if (resolution === undefined) throw new ConnectError(`model "${req.model}" does not exist`, Code.NotFound);
       const { model } = resolution;
       if (req.kind !== ModelKind.UNSPECIFIED && model.kind !== req.kind) {

@@ -64,6 +64,8 @@ export interface ModelPool {
   runtime(servingId: string): ModelRuntime | undefined;
   /** The loaded mask models. */
   readonly runtimes: readonly ModelRuntime[];
+  /** Loads more models into the running pool (a model pulled while serving); their ids are served once all loaded. */
+  add(models: ModelPoolOptions["models"]): Promise<void>;
   /** Refuses new work, cancels what is running, releases the sessions. */
   close(): Promise<void>;
 }
@@ -73,116 +75,138 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
   const metrics = options.metrics !== undefined ? engineMetrics(options.metrics) : undefined;
   const grammar = { ...DEFAULT_GRAMMAR_OPTIONS, workers: DEFAULT_GRAMMAR_WORKERS, ...options.grammar };
 
-  const byDir = new Map<string, string[]>();
-  const servingPolicies: Record<string, string> = {};
-  const providersOfDir = new Map<string, readonly ExecutionProvider[]>();
-  for (const { servingId, dir, unmaskPolicy, executionProviders } of options.models) {
-    const key = path.resolve(dir);
-    if (executionProviders !== undefined && !providersOfDir.has(key)) providersOfDir.set(key, executionProviders);
-    byDir.set(key, [...(byDir.get(key) ?? []), servingId]);
-    if (unmaskPolicy !== undefined) servingPolicies[servingId] = unmaskPolicy;
-  }
-
   const engines: ModelEngine[] = [];
   const runtimes: ModelRuntime[] = [];
   const byId = new Map<string, ModelEngine>();
   const runtimeById = new Map<string, ModelRuntime>();
-  const serve = (engine: ModelEngine) => {
-    engines.push(engine);
-    for (const id of engine.servingIds) {
-      if (byId.has(id)) throw new Error(`serving id "${id}" is configured twice`);
-      byId.set(id, engine);
+  const names = new Set<string>();
+
+  /** Loads the models' directories (one engine per directory); serves them only once all loaded. */
+  const load = async (models: ModelPoolOptions["models"]) => {
+    const byDir = new Map<string, string[]>();
+    const servingPolicies: Record<string, string> = {};
+    const providersOfDir = new Map<string, readonly ExecutionProvider[]>();
+    for (const { servingId, dir, unmaskPolicy, executionProviders } of models) {
+      if (byId.has(servingId)) throw new Error(`serving id "${servingId}" is configured twice`);
+      const key = path.resolve(dir);
+      if (executionProviders !== undefined && !providersOfDir.has(key)) providersOfDir.set(key, executionProviders);
+      byDir.set(key, [...(byDir.get(key) ?? []), servingId]);
+      if (unmaskPolicy !== undefined) servingPolicies[servingId] = unmaskPolicy;
+    }
+    const loaded: { engine: ModelEngine; runtime?: ModelRuntime }[] = [];
+    try {
+      for (const [dir, servingIds] of byDir) {
+        let name = path.basename(dir);
+        for (let n = 2; names.has(name); n++) name = `${path.basename(dir)}-${n}`;
+        const policies = Object.fromEntries(servingIds.filter((id) => id in servingPolicies).map((id) => [id, servingPolicies[id]!]));
+        loaded.push(await loadEngine(dir, name, servingIds, providersOfDir.get(dir) ?? options.executionProviders, policies));
+        names.add(name);
+      }
+    } catch (err) {
+      await Promise.all(loaded.map(({ engine }) => engine.close()));
+      throw err;
+    }
+    for (const { engine, runtime } of loaded) {
+      engines.push(engine);
+      if (runtime !== undefined) runtimes.push(runtime);
+      for (const id of engine.servingIds) {
+        if (byId.has(id)) throw new Error(`serving id "${id}" is configured twice`);
+        byId.set(id, engine);
+        if (runtime !== undefined) runtimeById.set(id, runtime);
+      }
     }
   };
-  const names = new Set<string>();
-  try {
-    for (const [dir, servingIds] of byDir) {
-      let name = path.basename(dir);
-      for (let n = 2; names.has(name); n++) name = `${path.basename(dir)}-${n}`;
-      names.add(name);
-      const started = performance.now();
-      const providers = providersOfDir.get(dir) ?? options.executionProviders;
-      if (isCanvasModelDir(dir)) {
-        const canvas = await loadCanvasEngine(dir, name, servingIds, {
-          slots: options.slots,
-          queue: options.queue,
-          ...(options.imageLimits !== undefined ? { imageLimits: options.imageLimits } : {}),
-          intraOpThreads: options.intraOpThreads,
-          metrics,
-          maxScoreWorkTokens: options.maxScoreWorkTokens,
-          maxScoreRowTokens: options.maxScoreRowTokens,
-          grammar,
-          providers: {
-            ...(providers !== undefined ? { executionProviders: providers } : {}),
-            ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),
-            ...(options.logger !== undefined ? { logger: options.logger } : {}),
-          },
-        });
-        serve(canvasModelEngine(canvas));
-        options.logger?.info(
-          {
-            model: name,
-            servingIds,
-            dir,
-            decoding: "canvas",
-            executionProviders: canvas.model.executionProviders,
-            loadMs: Math.round(performance.now() - started),
-          },
-          "model loaded",
-        );
-        continue;
-      }
-      const model = await loadModelDir(dir, {
-        ...(providers !== undefined ? { executionProviders: providers } : {}),
-        ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),
-        ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
-        ...(options.ortWorker !== undefined ? { worker: options.ortWorker } : {}),
-        ...(options.logger !== undefined ? { logger: options.logger } : {}),
-      });
-      const wrap = options.wrapRunner;
-      const runtime = createModelRuntime({
-        name,
-        servingIds,
-        model,
+
+  const loadEngine = async (
+    dir: string,
+    name: string,
+    servingIds: string[],
+    providers: readonly ExecutionProvider[] | undefined,
+    servingPolicies: Record<string, string>,
+  ): Promise<{ engine: ModelEngine; runtime?: ModelRuntime }> => {
+    const started = performance.now();
+    if (isCanvasModelDir(dir)) {
+      const canvas = await loadCanvasEngine(dir, name, servingIds, {
         slots: options.slots,
         queue: options.queue,
-        ...(options.threshold !== undefined ? { threshold: options.threshold } : {}),
-        ...(options.unmaskPolicy !== undefined ? { serverPolicy: options.unmaskPolicy } : {}),
-        servingPolicies: Object.fromEntries(servingIds.filter((id) => id in servingPolicies).map((id) => [id, servingPolicies[id]!])),
-        ...(options.prefillChunk !== undefined ? { prefillChunk: options.prefillChunk } : {}),
-        ...(options.maxScoreWorkTokens !== undefined ? { maxScoreWorkTokens: options.maxScoreWorkTokens } : {}),
-        ...(options.maxScoreRowTokens !== undefined ? { maxScoreRowTokens: options.maxScoreRowTokens } : {}),
-        ...(metrics !== undefined ? { metrics } : {}),
-        ...(options.logger !== undefined ? { logger: options.logger } : {}),
-        ...(wrap !== undefined ? { wrapRunner: (r: ForwardRunner) => wrap(r, name) } : {}),
+        ...(options.imageLimits !== undefined ? { imageLimits: options.imageLimits } : {}),
+        intraOpThreads: options.intraOpThreads,
+        metrics,
+        maxScoreWorkTokens: options.maxScoreWorkTokens,
+        maxScoreRowTokens: options.maxScoreRowTokens,
+        grammar,
+        providers: {
+          ...(providers !== undefined ? { executionProviders: providers } : {}),
+          ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),
+          ...(options.logger !== undefined ? { logger: options.logger } : {}),
+        },
       });
-      runtimes.push(runtime);
-      serve(createMaskEngine(runtime, { grammar, logger: options.logger }));
-      for (const id of servingIds) runtimeById.set(id, runtime);
       options.logger?.info(
         {
           model: name,
           servingIds,
           dir,
-          executionProviders: model.executionProviders,
+          decoding: "canvas",
+          executionProviders: canvas.model.executionProviders,
           loadMs: Math.round(performance.now() - started),
         },
         "model loaded",
       );
+      return { engine: canvasModelEngine(canvas) };
     }
-  } catch (err) {
-    await Promise.all(engines.map((e) => e.close()));
-    throw err;
-  }
+    const model = await loadModelDir(dir, {
+      ...(providers !== undefined ? { executionProviders: providers } : {}),
+      ...(options.gpuFallback !== undefined ? { fallback: options.gpuFallback } : {}),
+      ...(options.intraOpThreads !== undefined ? { intraOpThreads: options.intraOpThreads } : {}),
+      ...(options.ortWorker !== undefined ? { worker: options.ortWorker } : {}),
+      ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    });
+    const wrap = options.wrapRunner;
+    const runtime = createModelRuntime({
+      name,
+      servingIds,
+      model,
+      slots: options.slots,
+      queue: options.queue,
+      ...(options.threshold !== undefined ? { threshold: options.threshold } : {}),
+      ...(options.unmaskPolicy !== undefined ? { serverPolicy: options.unmaskPolicy } : {}),
+      servingPolicies,
+      ...(options.prefillChunk !== undefined ? { prefillChunk: options.prefillChunk } : {}),
+      ...(options.maxScoreWorkTokens !== undefined ? { maxScoreWorkTokens: options.maxScoreWorkTokens } : {}),
+      ...(options.maxScoreRowTokens !== undefined ? { maxScoreRowTokens: options.maxScoreRowTokens } : {}),
+      ...(metrics !== undefined ? { metrics } : {}),
+      ...(options.logger !== undefined ? { logger: options.logger } : {}),
+      ...(wrap !== undefined ? { wrapRunner: (r: ForwardRunner) => wrap(r, name) } : {}),
+    });
+    options.logger?.info(
+      { model: name, servingIds, dir, executionProviders: model.executionProviders, loadMs: Math.round(performance.now() - started) },
+      "model loaded",
+    );
+    return { engine: createMaskEngine(runtime, { grammar, logger: options.logger }), runtime };
+  };
+
+  await load(options.models);
+  // One addition at a time: two would pick names and check serving ids against the same state.
+  let adding: Promise<void> = Promise.resolve();
 
   return {
-    servingIds: [...byId.keys()],
-    slotsTotal: engines.reduce((sum, e) => sum + e.info().slots.total, 0),
+    get servingIds() {
+      return [...byId.keys()];
+    },
+    get slotsTotal() {
+      return engines.reduce((sum, e) => sum + e.info().slots.total, 0);
+    },
     slotsFree: () => engines.reduce((sum, e) => sum + e.info().slots.free, 0),
     engine: (id) => byId.get(id),
     runtime: (id) => runtimeById.get(id),
     runtimes,
+    add: (models) => {
+      const next = adding.then(() => load(models));
+      adding = next.catch(() => {});
+      return next;
+    },
     close: async () => {
+      await adding;
       await Promise.all(engines.map((e) => e.close()));
     },
   };
