@@ -6,6 +6,7 @@ import { PullError } from "../lib/hub/errors.js";
 import { HubHttp } from "../lib/hub/http.js";
 import { parseRepoRef, type RepoRef } from "../lib/hub/names.js";
 import { createPullProgress, formatBytes, type PullProgress } from "../lib/hub/progress.js";
+import { lockRepoPull } from "../lib/hub/pull-lock.js";
 import { pullSnapshot, type Snapshot } from "../lib/hub/snapshot.js";
 import { type PulledManifest, pulledFolder, readManifest, writeManifest } from "../services/registry/pulled.js";
 import { convertDir, convertPython, runConvert, SETUP_COMMAND, setupVenv } from "./convert-command.js";
@@ -100,12 +101,25 @@ async function ensurePython(options: PullOptions): Promise<string> {
   return convertPython("", root);
 }
 
-/** tessera pull: the snapshot into the HF cache, the conversion (cached), the manifest. */
+/** tessera pull: the snapshot into the HF cache, the conversion (cached), the manifest; one pull of a repository at a time. */
 export async function pullModel(options: PullOptions): Promise<PullResult> {
-  const { ref, env, dataDir, progress } = options;
+  const { ref, env, progress } = options;
   for (const alias of options.aliases ?? [])
     if (!ALIAS.test(alias))
       throw new PullError(`--as ${JSON.stringify(alias)}: an alias is 1-128 letters, digits, . _ : - (starting with a letter or digit)`);
+  const release = await lockRepoPull(env.cacheDir, ref.repo, {
+    waiting: (lock) => progress?.log(`another tessera pull of ${ref.repo} is running (${lock}); waiting for it to finish`),
+    lost: (reason) => progress?.log(`the pull lock of ${ref.repo} was lost (${reason}); going on without it`),
+  });
+  try {
+    return await pullLocked(options);
+  } finally {
+    await release().catch(() => {}); // already released where the lock was lost
+  }
+}
+
+async function pullLocked(options: PullOptions): Promise<PullResult> {
+  const { ref, env, dataDir, progress } = options;
   const http = options.http ?? new HubHttp(env);
   const previous = readManifest(dataDir, ref.repo);
   progress?.phase("resolve", `${ref.repo}@${ref.revision} on ${env.offline ? "the cache (HF_HUB_OFFLINE)" : env.endpoint}`);

@@ -2,13 +2,13 @@
 // `ollama serve`): `tessera pull` in its own process against the Hub double, then requests to the
 // running server by repo id and alias, a listing, a decision; a pulled model that cannot load is
 // a 503 saying so while the others answer.
-import { spawn } from "node:child_process";
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ServeProcess, spawnTesseraServe } from "../helpers/serve-process.js";
-import { newApiKey, REPO_ROOT, TINY_MODEL_DIR, writeModelsConfig } from "../helpers/tessera.js";
+import { runTessera } from "../helpers/tessera-cli.js";
+import { newApiKey, TINY_MODEL_DIR, writeModelsConfig } from "../helpers/tessera.js";
 import { writeManifest } from "../../services/registry/pulled.js";
 import { filesOf, HubDouble } from "./hub-double.js";
 
@@ -17,21 +17,6 @@ const BROKEN = "tessera-test/broken-late";
 const LISTED = "tessera-test/tiny-listed";
 /** What the models config serves from the start. */
 const AT_START = ["decisionmodel-0.1", "decisionmodel-latest", "textmodel-26b"];
-
-function tessera(args: string[], env: Record<string, string>): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "bin/tessera.ts", ...args], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, ...env },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("exit", (status) => resolve({ status, stdout, stderr }));
-  });
-}
 
 describe("a model pulled while tessera serve runs", () => {
   let hub: HubDouble;
@@ -81,7 +66,7 @@ describe("a model pulled while tessera serve runs", () => {
     expect(before.body.error?.code).toBe("model_not_found");
     expect(await listed()).toEqual(AT_START);
 
-    const pull = await tessera(["pull", REPO, "--as", "tiny-late-alias"], env);
+    const pull = await runTessera(["pull", REPO, "--as", "tiny-late-alias"], env);
     expect(pull.status, pull.stderr).toBe(0);
 
     // The first request names the new model before the server's periodic look: it waits for the load.
@@ -105,7 +90,7 @@ describe("a model pulled while tessera serve runs", () => {
   }, 120_000);
 
   it("is listed a few seconds after the pull with no request naming it", async () => {
-    const pull = await tessera(["pull", LISTED], env);
+    const pull = await runTessera(["pull", LISTED], env);
     expect(pull.status, pull.stderr).toBe(0);
     let ids: string[] = [];
     for (let i = 0; i < 75 && !ids.includes(LISTED); i++) {

@@ -2,14 +2,14 @@
 // line against the Hub double, with a repository that holds a Tessera model directory (the
 // tiny test model): pulled with no Python, served under its repo id, answering chat and
 // decisions, listed and removed.
-import { spawn } from "node:child_process";
 import { existsSync, lstatSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ServeProcess, spawnTesseraServe } from "../helpers/serve-process.js";
-import { newApiKey, REPO_ROOT, TINY_MODEL_DIR } from "../helpers/tessera.js";
+import { runTessera } from "../helpers/tessera-cli.js";
+import { newApiKey, TINY_MODEL_DIR } from "../helpers/tessera.js";
 import { runModels } from "../../bin/models-command.js";
 import { parsePullArgs, pullModel } from "../../bin/pull-command.js";
 import { splitServeArgs } from "../../bin/serve-model.js";
@@ -23,25 +23,6 @@ const LATER = "tessera-test/tiny-bd-2";
 /** The tiny model's files as `formatBytes` prints them: all of them, and all but config.json (fetched before the download phase). */
 let SIZE = "";
 let FETCHED = "";
-
-function tessera(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ status: number | null; stdout: string; stderr: string; ms: number }> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "bin/tessera.ts", ...args], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, ...env },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("exit", (status) => resolve({ status, stdout, stderr, ms: Date.now() - started }));
-  });
-}
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -93,7 +74,7 @@ describe("tessera pull / serve --model / models, against the Hub double", () => 
   });
 
   it("pulls a Tessera model repository with no Python, linking the cache's blobs (nothing stored twice)", async () => {
-    const r = await tessera(["pull", REPO, "--as", "tiny-alias"], env);
+    const r = await runTessera(["pull", REPO, "--as", "tiny-alias"], env);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout.trim()).toBe(`${REPO}@${commit} published ${join(scratch, "data/models/tessera-test--tiny-bd", commit)}`);
     expect(r.stderr).toMatch(/tessera-test\/tiny-bd: link: a Tessera model directory: no conversion, no Python/);
@@ -118,7 +99,7 @@ describe("tessera pull / serve --model / models, against the Hub double", () => 
     expect(again.cached).toBe(true);
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(hub.log.map((x) => x.path.split("?")[0])).toEqual([`/api/models/${REPO}/revision/main`, `/api/models/${REPO}/tree/${commit}`]);
-    const offline = await tessera(["pull", REPO], { ...env, HF_HUB_OFFLINE: "1" });
+    const offline = await runTessera(["pull", REPO], { ...env, HF_HUB_OFFLINE: "1" });
     expect(offline.status, offline.stderr).toBe(0);
     expect(hub.log).toHaveLength(2);
     expect(offline.stderr).toMatch(/0 requests, 0 B fetched/);
@@ -207,7 +188,7 @@ describe("tessera pull / serve --model / models, against the Hub double", () => 
   });
 
   it("bad input: one line each", async () => {
-    const bad = await tessera(["pull", "not-a-repo"], env);
+    const bad = await runTessera(["pull", "not-a-repo"], env);
     expect(bad.status).toBe(1);
     expect(bad.stderr).toBe('tessera: "not-a-repo" is not a Hugging Face model id (org/name, e.g. JetLM/SDAR-1.7B-Chat)\n');
     // The others in-process: the same PullError messages main() prints after "tessera: ".
