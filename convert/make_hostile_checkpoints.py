@@ -1,4 +1,4 @@
-"""A corpus of hostile checkpoint folders for `tessera convert`, each a tiny SDAR checkpoint with one attack.
+"""A corpus of hostile checkpoint folders for `tessera convert`, each a tiny SDAR or DiffusionGemma checkpoint with one attack.
 
     python convert/make_hostile_checkpoints.py <out-dir>   ->  <out-dir>/cases.json, <out-dir>/cases/<name>/...
 
@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from make_tiny_checkpoints import make_sdar  # noqa: E402
+from make_tiny_diffusion_gemma import make as make_diffusion_gemma  # noqa: E402
 
 SECRET = "tessera-hostile-secret-7f3a"
 SHARD = "model-00001-of-00002.safetensors"
@@ -75,9 +76,9 @@ def main() -> None:
 
     cases = []
 
-    def case(name: str, expect: str, message: str = "", args=(), parent: str = "cases"):
+    def case(name: str, expect: str, message: str = "", args=(), parent: str = "cases", source: str = base):
         folder = os.path.join(out, parent, name)
-        shutil.copytree(base, folder, symlinks=True)
+        shutil.copytree(source, folder, symlinks=True)
         cases.append({"name": name, "dir": folder, "expect": expect, "message": message, "args": list(args)})
         return folder
 
@@ -132,8 +133,8 @@ def main() -> None:
             shutil.copy(os.path.join(base, SHARD), target)
         replace(os.path.join(d, SHARD), lambda p, t=target: os.symlink(t, p))
 
-    def rewrite_header(folder: str, edit) -> None:
-        path = os.path.join(folder, SHARD)
+    def rewrite_header(folder: str, edit, name: str = SHARD) -> None:
+        path = os.path.join(folder, name)
         with open(path, "rb") as f:
             n = struct.unpack("<Q", f.read(8))[0]
             header = json.loads(f.read(n))
@@ -190,8 +191,61 @@ def main() -> None:
     case("time-limit", "refused", r"ran past its time limit of 1 s", args=["--time-limit", "1"])
     case("memory-limit", "refused", r"out of memory.*--memory-limit", args=["--memory-limit", "0.2"])
 
+    diffusion_gemma_cases(out, case, rewrite_header, secret, outside, touch)
+
     write_json(os.path.join(out, "cases.json"), {"marker": marker, "secret": secret, "secret_text": SECRET, "outside": outside, "cases": cases})
     print(f"wrote {len(cases)} cases to {out}")
+
+
+def diffusion_gemma_cases(out: str, case, rewrite_header, secret: str, outside: str, touch: str) -> None:
+    """The attacks on DiffusionGemma's own path (its template in tokenizer_config.json, one
+    model.safetensors, config.json's text_config), refused before any weight is read."""
+    base = make_diffusion_gemma(os.path.join(out, "base-gemma"))
+    weights = "model.safetensors"
+    shutil.copy(os.path.join(base, weights), os.path.join(outside, "gemma-" + weights))
+
+    def gemma(name: str, message: str, args=()) -> str:
+        return case("gemma-" + name, "refused", message, args=args, source=base)
+
+    def with_template(name: str, prefix: str, message: str) -> None:
+        path = os.path.join(gemma(name, message), "tokenizer_config.json")
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+        config["chat_template"] = prefix + config["chat_template"]
+        write_json(path, config)
+
+    reaches_out = r"tokenizer_config\.json: the chat template reaches outside its data"
+    with_template("template-runs-a-command", "{% set _ = cycler.__init__.__globals__.os.system('" + touch + "') %}", reaches_out)
+    with_template("template-reads-a-file", "{{ self.__init__.__globals__.__builtins__.open('" + secret + "').read() }}", reaches_out)
+    with_template("template-loops", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                  r"tokenizer_config\.json: the chat template ran past the render's bound")
+    d = gemma("weights-link-out", weights + r": a link out of the checkpoint folder")
+    replace(os.path.join(d, weights), lambda p: os.symlink(os.path.join(outside, "gemma-" + weights), p))
+    d = gemma("config-links-to-passwd", r"config\.json: a link out of the checkpoint folder")
+    replace(os.path.join(d, "config.json"), lambda p: os.symlink("/etc/passwd", p))
+    d = gemma("weights-are-a-fifo", weights + r": not a regular file")
+    replace(os.path.join(d, weights), os.mkfifo)
+
+    def huge_length(header, data):
+        return struct.pack("<Q", 2**60) + json.dumps(header).encode() + data
+
+    rewrite_header(gemma("header-length-2-to-the-60", weights + r": not a safetensors file \(header of"), huge_length, weights)
+
+    def text_config(name: str, message: str, **changes) -> None:
+        path = os.path.join(gemma(name, message), "config.json")
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+        config["text_config"].update(changes)
+        write_json(path, config)
+
+    text_config("config-million-layers", r"\"num_hidden_layers\" 1000000 is not the layer count of any stack the safetensors hold",
+                num_hidden_layers=1_000_000)
+    text_config("config-hidden-size-1e9", r"\"hidden_size\" 1000000000 is not a dimension of any tensor the safetensors hold",
+                hidden_size=10**9)
+    d = gemma("pickle-weights-only", r"pickled weights such as pytorch_model\.bin are never loaded")
+    os.remove(os.path.join(d, weights))
+    with open(os.path.join(d, "pytorch_model.bin"), "wb") as f:
+        pickle.dump(Command(touch), f)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-// Hostile checkpoint folders (issue 38): convert/make_hostile_checkpoints.py builds tiny SDAR
-// checkpoints with one attack each — templates that run commands, read files, loop or allocate;
+// Hostile checkpoint folders (issue 38): convert/make_hostile_checkpoints.py builds tiny SDAR and
+// DiffusionGemma checkpoints with one attack each — templates that run commands, read files, loop or allocate;
 // links, FIFOs and shard index entries that leave the folder; lying safetensors headers and
 // config.json sizes; pickles and remote code. Every case is refused with one line (or converted
 // with the attack ignored), no command runs, no file outside the folder is read (its access time
