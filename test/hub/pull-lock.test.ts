@@ -10,6 +10,7 @@ import { hubEnv } from "../../lib/hub/env.js";
 import { type CliRun, runTessera } from "../helpers/tessera-cli.js";
 import { TINY_MODEL_DIR } from "../helpers/tessera.js";
 import { filesOf, HubDouble } from "./hub-double.js";
+import { hubTestEnv } from "./hub-test-env.js";
 
 const REPO = "tessera-test/tiny-locked";
 
@@ -25,17 +26,12 @@ describe("one tessera pull of a repository at a time", () => {
   let hub: HubDouble;
   let commit = "";
   const scratch = mkdtempSync(join(tmpdir(), "tessera-pull-lock-"));
-  const env = {
-    HF_HOME: join(scratch, "hf"),
-    HF_TOKEN: "",
-    HF_HUB_OFFLINE: "",
-    TESSERA_DATA_DIR: join(scratch, "data"),
-    TESSERA_CONVERT_PYTHON: join(scratch, "no-python-here"),
-  };
+  let env: Record<string, string> = {};
   const lockDir = join(scratch, "hf/hub/.locks/models--tessera-test--tiny-locked/tessera-pull.lock");
 
   beforeAll(async () => {
     hub = await new HubDouble().start();
+    env = hubTestEnv(scratch, hub.hubUrl);
     commit = hub.addRepo(REPO, { ...filesOf(TINY_MODEL_DIR), ".gitattributes": "*.onnx filter=lfs diff=lfs merge=lfs -text\n" }).commit;
   });
   afterAll(async () => {
@@ -46,12 +42,11 @@ describe("one tessera pull of a repository at a time", () => {
   it("the second waits for the first, then finds everything in place: each file fetched once", async () => {
     let release: () => void = () => {};
     hub.holds.set("model.onnx", new Promise<void>((r) => (release = r)));
-    const withHub = { ...env, HF_ENDPOINT: hub.hubUrl };
     let firstErr = "";
     let secondErr = "";
-    const first = runTessera(["pull", REPO], withHub, (text) => (firstErr = text));
+    const first = runTessera(["pull", REPO], env, (text) => (firstErr = text));
     await until(() => firstErr.includes("download"), "the first pull's download");
-    const second = runTessera(["pull", REPO], withHub, (text) => (secondErr = text));
+    const second = runTessera(["pull", REPO], env, (text) => (secondErr = text));
     await until(() => secondErr.includes("waiting for it to finish"), "the second pull to wait");
     expect(secondErr).toContain(`another tessera pull of ${REPO} is running (${lockDir}); waiting for it to finish`);
     release();
@@ -73,8 +68,8 @@ describe("one tessera pull of a repository at a time", () => {
     const lines: string[] = [];
     const again = await pullModel({
       ref: { repo: REPO, revision: "main" },
-      dataDir: env.TESSERA_DATA_DIR,
-      env: hubEnv({ ...env, HF_ENDPOINT: hub.hubUrl }),
+      dataDir: env.TESSERA_DATA_DIR!,
+      env: hubEnv(env),
       progress: { phase: () => {}, status: () => "", done: () => {}, log: (line) => lines.push(line), bytes: () => {}, start: () => {} },
     });
     expect(again.cached).toBe(true);

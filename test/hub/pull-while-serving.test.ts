@@ -11,6 +11,8 @@ import { runTessera } from "../helpers/tessera-cli.js";
 import { newApiKey, TINY_MODEL_DIR, writeModelsConfig } from "../helpers/tessera.js";
 import { writeManifest } from "../../services/registry/pulled.js";
 import { filesOf, HubDouble } from "./hub-double.js";
+import { hubTestEnv } from "./hub-test-env.js";
+import { askSpam } from "./spam-decision.js";
 
 const REPO = "tessera-test/tiny-late";
 const BROKEN = "tessera-test/broken-late";
@@ -41,13 +43,8 @@ describe("a model pulled while tessera serve runs", () => {
     for (const repo of [REPO, LISTED])
       hub.addRepo(repo, { ...filesOf(TINY_MODEL_DIR), ".gitattributes": "*.onnx filter=lfs diff=lfs merge=lfs -text\n" });
     env = {
-      HF_ENDPOINT: hub.hubUrl,
-      HF_HOME: join(scratch, "hf"),
-      HF_TOKEN: "",
-      HF_HUB_OFFLINE: "",
-      TESSERA_DATA_DIR: join(scratch, "data"),
+      ...hubTestEnv(scratch, hub.hubUrl),
       TESSERA_MODELS_CONFIG: writeModelsConfig(scratch, TINY_MODEL_DIR),
-      TESSERA_CONVERT_PYTHON: join(scratch, "no-python-here"),
       TESSERA_BOOTSTRAP_KEY: key,
       TESSERA_INTRA_OP_THREADS: "1",
       TESSERA_LOG_LEVEL: "info",
@@ -77,13 +74,8 @@ describe("a model pulled while tessera serve runs", () => {
     expect(byAlias.status, JSON.stringify(byAlias.body)).toBe(200);
     expect(byAlias.body.model).toBe(REPO);
     expect(await listed()).toEqual([...AT_START, REPO].sort());
-    const decision = await fetch(`${server.url}/v1/systemone`, {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ model: REPO, state: "Win a free cruise now!!!", questions: { spam: { type: "noul" } } }),
-    });
-    const text = await decision.text();
-    expect(decision.status, text).toBe(200);
+    const decision = await askSpam(server.url, headers, REPO);
+    expect(decision.status, decision.text).toBe(200);
     expect(server.output.filter((l) => l.includes('"pulled model joined the running server"'))).toHaveLength(1);
     // The model served at start still answers.
     expect((await chat("textmodel-26b")).status).toBe(200);

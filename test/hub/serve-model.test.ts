@@ -17,6 +17,8 @@ import { hubEnv } from "../../lib/hub/env.js";
 import { PullError } from "../../lib/hub/errors.js";
 import { formatBytes } from "../../lib/hub/progress.js";
 import { filesOf, HubDouble } from "./hub-double.js";
+import { hubTestEnv } from "./hub-test-env.js";
+import { askSpam } from "./spam-decision.js";
 
 const REPO = "tessera-test/tiny-bd";
 const LATER = "tessera-test/tiny-bd-2";
@@ -55,13 +57,8 @@ describe("tessera pull / serve --model / models, against the Hub double", () => 
     FETCHED = formatBytes(bytes.reduce((a, b) => a + b, 0) - files["config.json"]!.length);
     hub.addRepo(LATER, files);
     env = {
-      HF_ENDPOINT: hub.hubUrl,
-      HF_HOME: join(scratch, "hf"),
-      HF_TOKEN: "",
-      HF_HUB_OFFLINE: "",
-      TESSERA_DATA_DIR: join(scratch, "data"),
+      ...hubTestEnv(scratch, hub.hubUrl),
       TESSERA_MODELS_CONFIG: join(scratch, "no-models.config.json"),
-      TESSERA_CONVERT_PYTHON: join(scratch, "no-python-here"),
       TESSERA_BOOTSTRAP_KEY: key,
       TESSERA_INTRA_OP_THREADS: "1",
       TESSERA_LOG_LEVEL: "info",
@@ -157,14 +154,9 @@ describe("tessera pull / serve --model / models, against the Hub double", () => 
       expect(chat.status, text).toBe(200);
       expect((JSON.parse(text) as { model: string }).model).toBe(model === "tiny-alias" ? REPO : model); // an alias answers as its model
     }
-    const decision = await fetch(`${server.url}/v1/systemone`, {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ model: REPO, state: "Win a free cruise now!!!", questions: { spam: { type: "noul" } } }),
-    });
-    const text = await decision.text();
-    expect(decision.status, text).toBe(200);
-    expect(JSON.parse(text)).toMatchObject({ answers: { spam: expect.anything() } });
+    const decision = await askSpam(server.url, headers, REPO);
+    expect(decision.status, decision.text).toBe(200);
+    expect(JSON.parse(decision.text)).toMatchObject({ answers: { spam: expect.anything() } });
     await server.stop();
     server = undefined;
   }, 180_000);
