@@ -14,8 +14,9 @@ const MIN_READ_GAP_MS = 1_000;
  * `ollama serve`): the models config and the data directory's pulled models at start, then every
  * new manifest of the data directory, found every few seconds or when a request names a model
  * the catalog lacks. A new model is loaded into the running pool, then listed and answered under
- * its repo id and aliases. A manifest replaced (a new revision) or removed takes effect at the
- * next start: the server says so once, and keeps serving what it loaded.
+ * its repo id and aliases. A model pulled again at a new revision is loaded beside the one served,
+ * which answers until then; a removed one stops taking requests. Either way the replies the
+ * previous engine runs finish before it closes.
  */
 export class LivePulledCatalog {
   readonly #dataDir: string;
@@ -29,6 +30,8 @@ export class LivePulledCatalog {
   /** Repo ids and aliases of models that failed to load (the log says why; a reply does not hold server paths). */
   readonly #failedIds = new Set<string>();
   readonly #warned = new Set<string>();
+  /** Repo ids being loaded (new or a new revision). */
+  readonly #busy = new Set<string>();
   #readAt = Number.NEGATIVE_INFINITY;
   #follow: Following | undefined;
   #stopped = false;
@@ -78,51 +81,70 @@ export class LivePulledCatalog {
     try {
       manifests = listPulled(this.#dataDir);
     } catch (err) {
-      this.#warnOnce(follow.logger, undefined, `cannot read the pulled models: ${(err as Error).message}`);
+      this.#warnOnce(follow.logger, `cannot read the pulled models: ${(err as Error).message}`);
       return;
     }
-    const joined = new Map(this.#joined.map((m) => [m.repo, m]));
-    for (const m of manifests) {
-      const served = joined.get(m.repo);
-      if (served !== undefined && served.path !== m.path)
-        this.#warnOnce(follow.logger, m, `${m.repo} was pulled again (${m.path}); the running server keeps ${served.path} until restart`);
+    const now = new Map(manifests.map((m) => [m.repo, m]));
+    for (const served of [...this.#joined]) {
+      if (this.#busy.has(served.repo) || this.#catalog.resolve(served.repo)?.model.modelDir !== served.path) continue;
+      const next = now.get(served.repo);
+      if (next === undefined) this.#remove(served, follow);
+      else if (next.path !== served.path && !this.#failed.has(failureKey(next))) void this.#load(next, follow, served);
     }
-    for (const served of this.#joined) {
-      if (!manifests.some((m) => m.repo === served.repo))
-        this.#warnOnce(follow.logger, served, `${served.repo} was removed; the running server keeps serving it until restart`);
-    }
+    const joined = new Set(this.#joined.map((m) => m.repo));
     const taken = new Set(this.#config?.models.flatMap((m) => [m.id, ...m.aliases]) ?? []);
     for (const m of manifests) {
-      if (joined.has(m.repo) || taken.has(m.repo) || this.#failed.has(failureKey(m))) continue;
-      if (this.#joining.has(m.repo)) continue;
+      if (joined.has(m.repo) || taken.has(m.repo) || this.#busy.has(m.repo) || this.#failed.has(failureKey(m))) continue;
       for (const id of [m.repo, ...m.aliases]) this.#failedIds.delete(id);
-      const load = this.#join(m, follow);
+      const load = this.#load(m, follow);
       for (const id of [m.repo, ...m.aliases]) this.#joining.set(id, load);
     }
   }
 
-  async #join(m: PulledManifest, { pool, beat, logger }: Following): Promise<void> {
+  /** Loads a new pulled model, or (`replacing`) the new revision of one served, which keeps answering meanwhile. */
+  async #load(m: PulledManifest, { pool, beat, logger }: Following, replacing?: PulledManifest): Promise<void> {
+    this.#busy.add(m.repo);
     try {
       if (!existsSync(m.path)) throw new Error(`model directory ${m.path} not found`);
-      await pool.add([{ servingId: m.repo, dir: m.path }]);
+      const model = [{ servingId: m.repo, dir: m.path }];
+      await (replacing === undefined ? pool.add(model) : pool.replace(model));
       if (this.#stopped) return;
-      this.#joined.push(m);
-      this.#catalog = withPulled(this.#config, this.#joined);
+      this.#setJoined([...this.#joined.filter((j) => j.repo !== m.repo), m]);
       beat();
-      logger.info({ model: m.repo, aliases: m.aliases, dir: m.path }, "pulled model joined the running server");
+      if (replacing === undefined)
+        logger.info({ model: m.repo, aliases: m.aliases, dir: m.path }, "pulled model joined the running server");
+      else
+        logger.info(
+          { model: m.repo, dir: m.path, previous: replacing.path },
+          "pulled model's new revision serves new requests; the previous one finishes what it runs",
+        );
     } catch (err) {
       this.#failed.add(failureKey(m));
-      for (const id of [m.repo, ...m.aliases]) this.#failedIds.add(id);
+      if (replacing === undefined) for (const id of [m.repo, ...m.aliases]) this.#failedIds.add(id);
       logger.error({ model: m.repo, dir: m.path, err: (err as Error).message }, "pulled model could not be loaded; pull it again to retry");
     } finally {
-      for (const id of [m.repo, ...m.aliases]) this.#joining.delete(id);
+      this.#busy.delete(m.repo);
+      if (replacing === undefined) for (const id of [m.repo, ...m.aliases]) this.#joining.delete(id);
     }
   }
 
-  #warnOnce(logger: Logger, m: PulledManifest | undefined, message: string): void {
+  /** A pulled model removed (`tessera models rm`): no new request reaches it; what it runs finishes. */
+  #remove(m: PulledManifest, { pool, beat, logger }: Following): void {
+    this.#setJoined(this.#joined.filter((j) => j.repo !== m.repo));
+    pool.remove([m.repo]);
+    beat();
+    logger.info({ model: m.repo, dir: m.path }, "pulled model removed from the running server; it finishes what it runs");
+  }
+
+  #setJoined(joined: PulledManifest[]): void {
+    this.#joined.splice(0, this.#joined.length, ...joined);
+    this.#catalog = withPulled(this.#config, this.#joined);
+  }
+
+  #warnOnce(logger: Logger, message: string): void {
     if (this.#warned.has(message)) return;
     this.#warned.add(message);
-    logger.warn(m === undefined ? {} : { model: m.repo }, message);
+    logger.warn(message);
   }
 }
 

@@ -125,4 +125,30 @@ describe("a model pulled while tessera serve runs", () => {
     expect((await chat(REPO)).status).toBe(200);
     expect(await listed()).toEqual([...AT_START, REPO, LISTED].sort());
   }, 60_000);
+
+  it("pulled again at a new revision, it serves new requests from it; removed, it is a 404", async () => {
+    const logged = (text: string) => server.output.filter((l) => l.includes(text)).length;
+    hub.addRepo(REPO, { ...filesOf(TINY_MODEL_DIR), "NOTES.md": "the second revision\n" });
+    const again = await runTessera(["pull", REPO], env);
+    expect(again.status, again.stderr).toBe(0);
+    for (let i = 0; i < 75 && logged("pulled model's new revision serves new requests") === 0; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      await listed(); // a listing makes the server look again
+    }
+    expect(logged("pulled model's new revision serves new requests")).toBe(1);
+    const line = JSON.parse(server.output.find((l) => l.includes("new revision serves new requests"))!) as { dir: string };
+    expect(line.dir).toBe(again.stdout.trim().split(" ").at(-1)); // "<repo>@<commit> published <dir>"
+    expect((await chat("tiny-late-alias")).status).toBe(200); // the alias kept
+
+    const rm = await runTessera(["models", "rm", REPO], env);
+    expect(rm.status, rm.stderr).toBe(0);
+    let status = 200;
+    for (let i = 0; i < 75 && status !== 404; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      status = (await chat(REPO)).status;
+    }
+    expect(status).toBe(404);
+    expect(logged("pulled model removed from the running server")).toBe(1);
+    expect(await listed()).toEqual([...AT_START, LISTED].sort());
+  }, 120_000);
 });

@@ -12,6 +12,7 @@ import type { ModelEngine } from "../core/model-engine.js";
 import { createMaskEngine } from "./mask-engine.js";
 import { engineMetrics } from "../core/metrics.js";
 import { loadModelDir } from "./model-dir.js";
+import { closeWhenIdle } from "./retire-engine.js";
 import { createModelRuntime, type ModelRuntime } from "./runtime.js";
 
 export interface ModelPoolOptions {
@@ -66,6 +67,14 @@ export interface ModelPool {
   readonly runtimes: readonly ModelRuntime[];
   /** Loads more models into the running pool (a model pulled while serving); their ids are served once all loaded. */
   add(models: ModelPoolOptions["models"]): Promise<void>;
+  /**
+   * Loads these models and serves their ids from them instead of the engines serving them now
+   * (a model pulled again at a new revision); an engine left serving no id finishes its running
+   * work, then closes.
+   */
+  replace(models: ModelPoolOptions["models"]): Promise<void>;
+  /** Stops serving these ids (a model removed while serving); an engine left serving none finishes its running work, then closes. */
+  remove(servingIds: readonly string[]): void;
   /** Refuses new work, cancels what is running, releases the sessions. */
   close(): Promise<void>;
 }
@@ -80,14 +89,36 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
   const byId = new Map<string, ModelEngine>();
   const runtimeById = new Map<string, ModelRuntime>();
   const names = new Set<string>();
+  const runtimeOf = new Map<ModelEngine, ModelRuntime>();
+  /** Engines no id routes to, finishing their running work → whether they closed (false: left to the pool's close). */
+  const retiring = new Map<ModelEngine, Promise<boolean>>();
+  let closed = false;
+
+  /** Closes the engines of `candidates` that no serving id routes to any more, once their running work is done. */
+  const retireUnrouted = (candidates: Iterable<ModelEngine>) => {
+    const routed = new Set(byId.values());
+    for (const engine of candidates) {
+      if (routed.has(engine) || !engines.includes(engine)) continue;
+      engines.splice(engines.indexOf(engine), 1);
+      const runtime = runtimeOf.get(engine);
+      if (runtime !== undefined) runtimes.splice(runtimes.indexOf(runtime), 1);
+      runtimeOf.delete(engine);
+      const done = closeWhenIdle(engine, () => closed).catch((err: unknown) => {
+        options.logger?.error({ err, model: engine.name }, "closing a retired model failed");
+        return true;
+      });
+      retiring.set(engine, done);
+      void done.then(() => retiring.delete(engine));
+    }
+  };
 
   /** Loads the models' directories (one engine per directory); serves them only once all loaded. */
-  const load = async (models: ModelPoolOptions["models"]) => {
+  const load = async (models: ModelPoolOptions["models"], replacing = false) => {
     const byDir = new Map<string, string[]>();
     const servingPolicies: Record<string, string> = {};
     const providersOfDir = new Map<string, readonly ExecutionProvider[]>();
     for (const { servingId, dir, unmaskPolicy, executionProviders } of models) {
-      if (byId.has(servingId)) throw new Error(`serving id "${servingId}" is configured twice`);
+      if (!replacing && byId.has(servingId)) throw new Error(`serving id "${servingId}" is configured twice`);
       const key = path.resolve(dir);
       if (executionProviders !== undefined && !providersOfDir.has(key)) providersOfDir.set(key, executionProviders);
       byDir.set(key, [...(byDir.get(key) ?? []), servingId]);
@@ -106,15 +137,23 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
       await Promise.all(loaded.map(({ engine }) => engine.close()));
       throw err;
     }
+    const replaced = new Set<ModelEngine>();
     for (const { engine, runtime } of loaded) {
       engines.push(engine);
-      if (runtime !== undefined) runtimes.push(runtime);
+      if (runtime !== undefined) {
+        runtimes.push(runtime);
+        runtimeOf.set(engine, runtime);
+      }
       for (const id of engine.servingIds) {
-        if (byId.has(id)) throw new Error(`serving id "${id}" is configured twice`);
+        const before = byId.get(id);
+        if (before !== undefined && !replacing) throw new Error(`serving id "${id}" is configured twice`);
+        if (before !== undefined) replaced.add(before);
         byId.set(id, engine);
         if (runtime !== undefined) runtimeById.set(id, runtime);
+        else runtimeById.delete(id);
       }
     }
+    retireUnrouted(replaced);
   };
 
   const loadEngine = async (
@@ -186,8 +225,13 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
   };
 
   await load(options.models);
-  // One addition at a time: two would pick names and check serving ids against the same state.
-  let adding: Promise<void> = Promise.resolve();
+  // One change at a time: two would pick names and check serving ids against the same state.
+  let changing: Promise<void> = Promise.resolve();
+  const change = (work: () => Promise<void>) => {
+    const next = changing.then(work);
+    changing = next.catch(() => {});
+    return next;
+  };
 
   return {
     get servingIds() {
@@ -200,14 +244,25 @@ export async function loadModelPool(options: ModelPoolOptions): Promise<ModelPoo
     engine: (id) => byId.get(id),
     runtime: (id) => runtimeById.get(id),
     runtimes,
-    add: (models) => {
-      const next = adding.then(() => load(models));
-      adding = next.catch(() => {});
-      return next;
+    add: (models) => change(() => load(models)),
+    replace: (models) => change(() => load(models, true)),
+    remove: (servingIds) => {
+      const before = servingIds.map((id) => byId.get(id)).filter((e): e is ModelEngine => e !== undefined);
+      for (const id of servingIds) {
+        byId.delete(id);
+        runtimeById.delete(id);
+      }
+      retireUnrouted(before);
     },
     close: async () => {
-      await adding;
-      await Promise.all(engines.map((e) => e.close()));
+      await changing;
+      closed = true;
+      await Promise.all([
+        ...engines.map((e) => e.close()),
+        ...[...retiring].map(async ([engine, done]) => {
+          if (!(await done)) await engine.close();
+        }),
+      ]);
     },
   };
 }
