@@ -73,17 +73,20 @@ export class LivePulledCatalog {
     if (this.#follow !== undefined) clearInterval(this.#follow.timer);
   }
 
+  /** Runs from a timer and from requests: whatever goes wrong is logged, never thrown. */
   #read(): void {
     const follow = this.#follow;
     if (follow === undefined || this.#stopped) return;
     this.#readAt = Date.now();
-    let manifests: PulledManifest[];
     try {
-      manifests = listPulled(this.#dataDir);
+      this.#apply(listPulled(this.#dataDir), follow);
     } catch (err) {
-      this.#warnOnce(follow.logger, `cannot read the pulled models: ${(err as Error).message}`);
-      return;
+      this.#warnOnce(follow.logger, `following the pulled models failed: ${(err as Error).message}`);
     }
+  }
+
+  /** Starts loading the models of new manifests and the new revisions of served ones; stops serving removed ones. */
+  #apply(manifests: PulledManifest[], follow: Following): void {
     const now = new Map(manifests.map((m) => [m.repo, m]));
     for (const served of [...this.#joined]) {
       if (this.#busy.has(served.repo) || this.#catalog.resolve(served.repo)?.model.modelDir !== served.path) continue;

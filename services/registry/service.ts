@@ -37,7 +37,7 @@ export function createRegistryService({ catalog: source, workers, lookAgain }: R
   const listings = new WeakMap<Catalog, Map<string, ModelEntry[]>>();
   return {
     listModels(req) {
-      void lookAgain?.();
+      lookAgain?.().catch(() => {}); // a listing answers from the catalog it has, whatever the look finds
       const catalog = current();
       const live = servingIdsOf(workers.live());
       const key = `${req.kind}|${req.includeUnavailable}|${[...live].sort().join("\u0000")}`;
