@@ -5,11 +5,12 @@
 * Memory: RLIMIT_AS (inherited by the PyTorch stage's process), so an allocation past it is a
   MemoryError with a message instead of the kernel's OOM killer or a swapping machine.
 * SIGTERM, SIGHUP and SIGINT raise Interrupted, so the `finally` blocks remove the staging folders;
-  a stop is a BaseException, so that no `except Exception` between here and the handler swallows
-  it (torch's and onnx's optional imports have them: a SIGTERM landing in `import torch` was lost
-  and the conversion finished), and it is remembered, so that `check()` raises it again before the
-  output is committed even if a bare `except` swallowed it; folders left by a converter killed with SIGKILL are removed by the next conversion into the same
+  folders left by a converter killed with SIGKILL are removed by the next conversion into the same
   parent folder (their names carry the pid, which is no longer running).
+* A stop (a signal, the time limit) is a BaseException, so that no library's `except Exception`
+  swallows it (a SIGTERM landing in `import torch, onnx, onnxruntime` was lost that way and the
+  conversion finished), and it is remembered: `check()` raises it again before the output is
+  committed, even where a bare `except` swallowed it.
 * A private TMPDIR for the process and its children, removed at the end: ONNX Runtime's telemetry
   writes mat-debug-<pid>.log and .ses into TMPDIR (a predictable path in /tmp otherwise).
 """
@@ -24,7 +25,6 @@ import signal
 import tempfile
 from contextlib import contextmanager
 from typing import Iterator, Optional
-
 
 DEFAULT_TIME_LIMIT_S = 12 * 3600
 

@@ -66,18 +66,24 @@ async function reply(pool: ModelPool, maxTokens: number, onStarted?: () => void)
   return { text, finished };
 }
 
+/** A reply of `maxTokens` started on the pool's engine for "m", its forwards held at the gate; the engine's close watched. */
+async function heldReply(pool: ModelPool, gate: ReturnType<typeof gatedPool>, maxTokens: number) {
+  const old = pool.engine("m")!;
+  const closed = vi.spyOn(old, "close");
+  let started = () => {};
+  const running = new Promise<void>((r) => (started = r));
+  gate.hold();
+  const running_ = reply(pool, maxTokens, started);
+  await running;
+  return { old, closed, reply: running_ };
+}
+
 describe("a running pool's models change", () => {
   it("replace: new requests reach the new model at once; a running reply finishes whole on the old, which closes after it", async () => {
     const gate = gatedPool();
     const pool = await gate.load();
     try {
-      const old = pool.engine("m")!;
-      const closed = vi.spyOn(old, "close");
-      let started = () => {};
-      const running = new Promise<void>((r) => (started = r));
-      gate.hold();
-      const longReply = reply(pool, 200, started);
-      await running;
+      const { old, closed, reply: longReply } = await heldReply(pool, gate, 200);
       await pool.replace([{ servingId: "m", dir: TINY_MODEL_DIR }]);
       expect(pool.engine("m")).not.toBe(old);
       expect(pool.engine("m")!.name).toBe("tiny-model");
@@ -100,13 +106,7 @@ describe("a running pool's models change", () => {
   it("remove: the id is no longer served; a running reply finishes, then the engine closes", async () => {
     const gate = gatedPool();
     const pool = await gate.load();
-    const old = pool.engine("m")!;
-    const closed = vi.spyOn(old, "close");
-    let started = () => {};
-    const running = new Promise<void>((r) => (started = r));
-    gate.hold();
-    const longReply = reply(pool, 120, started);
-    await running;
+    const { closed, reply: longReply } = await heldReply(pool, gate, 120);
     pool.remove(["m"]);
     expect(pool.engine("m")).toBeUndefined();
     expect(pool.servingIds).toEqual([]);
