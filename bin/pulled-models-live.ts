@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "../lib/logger.js";
 import type { ModelPool } from "../services/inference/engine/model-pool.js";
 import type { Catalog } from "../services/registry/catalog.js";
-import { configCatalog, listPulled, type PulledManifest, withPulled } from "../services/registry/pulled.js";
+import { configCatalog, idsTakenBy, listPulled, type PulledManifest, withPulled } from "../services/registry/pulled.js";
 
 export const PULLED_SCAN_INTERVAL_MS = 5_000;
 /** The data directory's manifests are read at most this often, whatever asks. */
@@ -21,6 +21,8 @@ const MIN_READ_GAP_MS = 1_000;
 export class LivePulledCatalog {
   readonly #dataDir: string;
   readonly #config: Catalog | undefined;
+  /** Ids and aliases of the models config: a pulled model under one of them is not served. */
+  readonly #takenByConfig: Set<string>;
   readonly #joined: PulledManifest[];
   #catalog: Catalog;
   /** Repo ids and aliases of models being loaded → the load. */
@@ -40,6 +42,7 @@ export class LivePulledCatalog {
     this.#dataDir = dataDir;
     this.#joined = listPulled(dataDir);
     this.#config = configCatalog(modelsConfig, this.#joined.length > 0);
+    this.#takenByConfig = idsTakenBy(this.#config);
     this.#catalog = withPulled(this.#config, this.#joined);
   }
 
@@ -95,9 +98,8 @@ export class LivePulledCatalog {
       else if (next.path !== served.path && !this.#failed.has(failureKey(next))) void this.#load(next, follow, served);
     }
     const joined = new Set(this.#joined.map((m) => m.repo));
-    const taken = new Set(this.#config?.models.flatMap((m) => [m.id, ...m.aliases]) ?? []);
     for (const m of manifests) {
-      if (joined.has(m.repo) || taken.has(m.repo) || this.#busy.has(m.repo) || this.#failed.has(failureKey(m))) continue;
+      if (joined.has(m.repo) || this.#takenByConfig.has(m.repo) || this.#busy.has(m.repo) || this.#failed.has(failureKey(m))) continue;
       for (const id of [m.repo, ...m.aliases]) this.#failedIds.delete(id);
       const load = this.#load(m, follow);
       for (const id of [m.repo, ...m.aliases]) this.#joining.set(id, load);

@@ -51,6 +51,11 @@ def edit_json(path: str, **changes) -> None:
     write_json(path, value)
 
 
+def huge_length(header, data) -> bytes:
+    """A safetensors file whose header claims 2^60 bytes."""
+    return struct.pack("<Q", 2**60) + json.dumps(header).encode() + data
+
+
 def replace(path: str, make) -> None:
     """Removes `path` and lets `make(path)` put something else there."""
     os.remove(path)
@@ -143,9 +148,6 @@ def main() -> None:
         with open(path, "wb") as f:
             f.write(raw)
 
-    def huge_length(header, data):
-        return struct.pack("<Q", 2**60) + json.dumps(header).encode() + data
-
     def lying_offsets(header, data):
         key = next(k for k in header if k != "__metadata__")
         header[key]["shape"] = [1 << 20, 1 << 20]
@@ -225,9 +227,6 @@ def diffusion_gemma_cases(out: str, case, rewrite_header, secret: str, outside: 
     replace(os.path.join(d, "config.json"), lambda p: os.symlink("/etc/passwd", p))
     d = gemma("weights-are-a-fifo", weights + r": not a regular file")
     replace(os.path.join(d, weights), os.mkfifo)
-
-    def huge_length(header, data):
-        return struct.pack("<Q", 2**60) + json.dumps(header).encode() + data
 
     rewrite_header(gemma("header-length-2-to-the-60", weights + r": not a safetensors file \(header of"), huge_length, weights)
 

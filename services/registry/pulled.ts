@@ -104,9 +104,14 @@ export function pulledCatalogModels(m: PulledManifest): CatalogModel[] {
  */
 export function withPulled(config: Catalog | undefined, pulled: readonly PulledManifest[]): Catalog {
   const base = config?.models ?? [];
-  const taken = new Set(base.flatMap((m) => [m.id, ...m.aliases]));
+  const taken = idsTakenBy(config);
   const added = pulled.filter((m) => !taken.has(m.repo)).flatMap(pulledCatalogModels);
   return new Catalog([...base, ...added], config?.latest ?? []);
+}
+
+/** The ids and aliases of a models config: a pulled model under one of them is not served. */
+export function idsTakenBy(config: Catalog | undefined): Set<string> {
+  return new Set((config?.models ?? []).flatMap((m) => [m.id, ...m.aliases]));
 }
 
 /** The models config `tessera serve` starts from: the file; none where models were pulled and there is no file. */
